@@ -1,0 +1,181 @@
+/**
+ * Opens the database that `DATABASE_URL` names: a pg pool for `postgres://`
+ * (or `postgresql://`) URLs, an embedded better-sqlite3 file for `sqlite:PATH`
+ * or no URL at all.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import SQLite from 'better-sqlite3';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  SqliteAdapter,
+  SqliteDriver,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  sql,
+  type DatabaseConnection,
+  type Dialect,
+  type LogConfig,
+} from 'kysely';
+import pg from 'pg';
+import type { Database } from './tables.js';
+
+export type DialectName = 'postgres' | 'sqlite';
+
+/** Where the embedded database lives when `DATABASE_URL` is unset. */
+export const DEFAULT_SQLITE_PATH = './data/connector-store.sqlite';
+
+/** A database location parsed from `DATABASE_URL`. */
+export type DatabaseTarget =
+  | { dialect: 'postgres'; connectionString: string; display: string }
+  | { dialect: 'sqlite'; path: string; display: string };
+
+/** Thrown for a `DATABASE_URL` that names no database we can open. */
+export class DatabaseConfigError extends Error {
+  readonly code = 'DATABASE_CONFIG_INVALID';
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseConfigError';
+  }
+}
+
+/** Thrown when the configured database cannot be reached at start-up. */
+export class DatabaseUnavailableError extends Error {
+  readonly code = 'DATABASE_UNAVAILABLE';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
+/**
+ * Parses `DATABASE_URL`. Unset or empty → the default SQLite file;
+ * `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`) → that file;
+ * `postgres://…` / `postgresql://…` → a Postgres server. Anything else is a
+ * {@link DatabaseConfigError}. The `display` form never contains a password.
+ */
+export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
+  const value = url?.trim() ?? '';
+  if (value === '') {
+    return { dialect: 'sqlite', path: DEFAULT_SQLITE_PATH, display: `sqlite:${DEFAULT_SQLITE_PATH}` };
+  }
+  if (value.startsWith('sqlite:')) {
+    const path = value.slice('sqlite:'.length).replace(/^\/\//, '');
+    if (path === '') throw new DatabaseConfigError('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/store.sqlite');
+    return { dialect: 'sqlite', path, display: `sqlite:${path}` };
+  }
+  if (/^postgres(ql)?:\/\//.test(value)) {
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      throw new DatabaseConfigError('DATABASE_URL is not a valid postgres:// URL');
+    }
+    if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
+      throw new DatabaseConfigError('DATABASE_URL postgres:// URL has no host');
+    }
+    if (parsed.password !== '') parsed.password = '***';
+    return { dialect: 'postgres', connectionString: value, display: parsed.toString() };
+  }
+  throw new DatabaseConfigError(
+    'DATABASE_URL must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)',
+  );
+}
+
+/** Options for {@link openDatabase}. */
+export interface OpenDatabaseOptions {
+  /** Kysely's log hook (statement counting in tests, slow-query logs). */
+  log?: LogConfig;
+  /** Postgres: per-statement timeout in ms. Default 10 000. */
+  statementTimeoutMs?: number;
+  /** Postgres: how long to wait for a pooled connection in ms. Default 5 000. */
+  connectionTimeoutMs?: number;
+  /** Postgres: pool size. Default 10. */
+  poolMax?: number;
+  /** SQLite: how long a writer waits for a lock held by another process, in ms. Default 5 000. */
+  busyTimeoutMs?: number;
+  /** Called with errors of idle pooled clients (which would otherwise crash the process). */
+  onPoolError?: (error: Error) => void;
+}
+
+/** An open database: the Kysely instance, its dialect, and how to close it. */
+export interface OpenDatabase {
+  db: Kysely<Database>;
+  dialect: DialectName;
+  target: DatabaseTarget;
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+
+/** Opens (without yet connecting to) the database of `target`. */
+export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOptions = {}): OpenDatabase {
+  const dialect = target.dialect === 'postgres' ? postgresDialect(target.connectionString, options) : sqliteDialect(target.path, options);
+  const db = new Kysely<Database>({ dialect, log: options.log });
+  return { db, dialect: target.dialect, target, close: () => db.destroy() };
+}
+
+/**
+ * Runs one trivial statement so a wrong host, a refused connection or a
+ * missing database surfaces at start-up as a {@link DatabaseUnavailableError}
+ * with a one-line message instead of on the first request.
+ */
+export async function checkConnection(open: OpenDatabase): Promise<void> {
+  try {
+    await sql`select 1`.execute(open.db);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}`, { cause: error });
+  }
+}
+
+function postgresDialect(connectionString: string, options: OpenDatabaseOptions): Dialect {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolMax ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    // ms-epoch columns are bigint; read them (and count(*)) back as numbers.
+    // Per pool, so other pg users in the process keep their parsers.
+    types: {
+      getTypeParser: ((oid: number, format?: string) =>
+        oid === INT8_OID ? (value: string) => Number.parseInt(value, 10) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    },
+  });
+  pool.on('error', (error) => options.onPoolError?.(error));
+  return new PostgresDialect({ pool });
+}
+
+function sqliteDialect(path: string, options: OpenDatabaseOptions): Dialect {
+  return {
+    createAdapter: () => new SqliteAdapter(),
+    createDriver: () =>
+      new ImmediateSqliteDriver({
+        database: async () => {
+          const memory = path === ':memory:';
+          if (!memory) mkdirSync(dirname(resolve(path)), { recursive: true });
+          const connection = new SQLite(path);
+          connection.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
+          if (!memory) connection.pragma('journal_mode = WAL');
+          connection.pragma('synchronous = NORMAL');
+          return connection;
+        },
+      }),
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler(),
+  };
+}
+
+/**
+ * Kysely's SQLite driver, but transactions begin `IMMEDIATE`: a transaction
+ * that reads and then writes takes the write lock up front, so another process
+ * on the same file (a migration, a second server) waits on the busy timeout
+ * instead of failing with SQLITE_BUSY halfway through.
+ */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * Row types of every connector-store table, as the database holds them:
+ * snake_case columns, ms-epoch integers as numbers (the pg pool parses int8),
+ * JSON as text, booleans as 0/1. Store modules map rows to domain types; no
+ * code outside `src/store` sees these shapes.
+ */
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+export interface SyncStateTable {
+  connector_name: string;
+  owner_did: string;
+  node_key: string;
+  checkpoint: string | null;
+  last_synced_at: string;
+  entity_count: Generated<number>;
+  status: string;
+  error: string | null;
+  lease_expires_at: number | null;
+  recovery: string | null;
+  version: Generated<number>;
+  incarnation: string | null;
+}
+
+export interface PendingAuthTable {
+  state: string;
+  code_verifier: string;
+  provider: string;
+  owner_did: string;
+  owner_wrappable_did: string | null;
+  controller_wrappable_did: string | null;
+  created_at: number;
+  redirect_url: string;
+  scopes: string;
+  is_incremental: number;
+  expires_at: number;
+}
+
+export interface OperationTable {
+  caller_did: string;
+  operation_id: string;
+  node_key: string;
+  owner_did: string;
+  connector_name: string;
+  model: string;
+  op: string;
+  account_key: string;
+  target: string;
+  source_id: string | null;
+  deterministic_event_id: string;
+  payload_hash: string;
+  reissue_intent: string;
+  provider_etag: string | null;
+  document_id: string | null;
+  result_entity: string | null;
+  state: string;
+  attempts: Generated<number>;
+  next_attempt_at: number | null;
+  defer_reason: string | null;
+  send_marker: string | null;
+  last_kind: string | null;
+  last_http_status: number | null;
+  version: Generated<number>;
+  incarnation: string | null;
+  lease_token: string | null;
+  lease_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ProjectionWatchTable {
+  owner_did: string;
+  connector_name: string;
+  model: string;
+  account_key: string;
+  source_id: string;
+  node_key: string;
+  document_id: string;
+  verified_state_digest: string | null;
+  observed_winner_digest: string | null;
+  verification_status: string;
+  verification_attempts: Generated<number>;
+  repair_generation: Generated<number>;
+  next_attempt_at: number | null;
+  claimed_until: number | null;
+  defer_reason: string | null;
+  version: Generated<number>;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ObservationRecordsTable {
+  type: string;
+  owner: string;
+  id: string;
+  op_hash: string;
+  hlc: string;
+  op_jwt: string;
+  payload: Uint8Array | null;
+}
+
+export interface ObservationRepairTable {
+  document_id: string;
+  owner: string;
+  fetch_hlc: string;
+  decision_hlc: string;
+  present: number;
+  value_digest: string | null;
+  written_at: number;
+}
+
+export interface EntityTrimTable {
+  document_id: string;
+  owner_did: string;
+  connector_name: string;
+  trimmed_fields: string;
+  updated_at: number;
+}
+
+export interface SweepReceiptTable {
+  owner_did: string;
+  connector_name: string;
+  partition: string;
+  provenance: string;
+  sequence: number;
+  model_id: string;
+  scope: string;
+  keep: string;
+  source_fetch_hlc: string;
+  predicate: string | null;
+  kind: string;
+  complete: number;
+  created_at: number;
+  committed_at: number | null;
+}
+
+export interface SweepCandidateTable {
+  owner_did: string;
+  connector_name: string;
+  partition: string;
+  provenance: string;
+  document_id: string;
+  source_id: string;
+  model_id: string;
+  state: string;
+  attempts: number;
+  apply_failures: Generated<number>;
+  last_error: string | null;
+  next_attempt_at: Generated<number>;
+  updated_at: number;
+}
+
+export interface SweepCheckpointTable {
+  owner_did: string;
+  connector_name: string;
+  partition: string;
+  provenance: string;
+  receipt_sequence: number;
+  updated_at: number;
+}
+
+/** The whole database as Kysely sees it. */
+export interface Database {
+  kubun_connector_sync_state: SyncStateTable;
+  kubun_connector_pending_auth: PendingAuthTable;
+  kubun_connector_operation: OperationTable;
+  kubun_connector_projection_watch: ProjectionWatchTable;
+  kubun_connector_observation_records: ObservationRecordsTable;
+  kubun_connector_observation_repair: ObservationRepairTable;
+  kubun_connector_entity_trim: EntityTrimTable;
+  kubun_connector_sweep_receipt: SweepReceiptTable;
+  kubun_connector_sweep_candidate: SweepCandidateTable;
+  kubun_connector_sweep_checkpoint: SweepCheckpointTable;
+}
+
+export type SyncStateRow = Selectable<SyncStateTable>;
+export type PendingAuthRow = Selectable<PendingAuthTable>;
+export type OperationRow = Selectable<OperationTable>;
+export type NewOperationRow = Insertable<OperationTable>;
+export type OperationUpdate = Updateable<OperationTable>;
+export type ProjectionWatchRow = Selectable<ProjectionWatchTable>;
+export type ObservationRecordRow = Selectable<ObservationRecordsTable>;
+export type ObservationRepairRow = Selectable<ObservationRepairTable>;
+export type EntityTrimRow = Selectable<EntityTrimTable>;
+export type SweepReceiptRow = Selectable<SweepReceiptTable>;
+export type SweepCandidateRow = Selectable<SweepCandidateTable>;
+export type SweepCheckpointRow = Selectable<SweepCheckpointTable>;

@@ -1,0 +1,188 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createMigrator, unwrapMigrationResult } from '../../src/db/migrator.js';
+import { createTestDatabase, testDialects, type TestDatabase } from '../helpers/databases.js';
+
+const TABLES = [
+  'kubun_connector_entity_trim',
+  'kubun_connector_observation_records',
+  'kubun_connector_observation_repair',
+  'kubun_connector_operation',
+  'kubun_connector_pending_auth',
+  'kubun_connector_projection_watch',
+  'kubun_connector_sweep_candidate',
+  'kubun_connector_sweep_checkpoint',
+  'kubun_connector_sweep_receipt',
+  'kubun_connector_sync_state',
+];
+
+const PRIMARY_KEYS: Record<string, string[]> = {
+  kubun_connector_sync_state: ['connector_name', 'owner_did'],
+  kubun_connector_pending_auth: ['state'],
+  kubun_connector_operation: ['caller_did', 'operation_id'],
+  kubun_connector_projection_watch: ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'],
+  kubun_connector_observation_records: ['type', 'owner', 'id', 'op_hash'],
+  kubun_connector_observation_repair: ['document_id'],
+  kubun_connector_entity_trim: ['document_id'],
+  kubun_connector_sweep_receipt: ['owner_did', 'connector_name', 'partition', 'provenance'],
+  kubun_connector_sweep_candidate: ['owner_did', 'connector_name', 'partition', 'provenance', 'document_id'],
+  kubun_connector_sweep_checkpoint: ['owner_did', 'connector_name', 'partition'],
+};
+
+/** Unique indexes besides primary keys: name → columns. */
+const UNIQUE_INDEXES: Record<string, string[]> = {
+  uq_connector_operation_node_key: ['node_key'],
+  uq_connector_watch_node_key: ['node_key'],
+  uq_connector_sync_state_node_key: ['node_key'],
+  uq_connector_watch_ingress: ['owner_did', 'model', 'document_id'],
+};
+
+const INDEXES = [
+  'idx_connector_operation_document',
+  'idx_connector_operation_owner',
+  'idx_connector_operation_state_updated',
+  'idx_connector_watch_document',
+  'idx_connector_observation_repair_written',
+  'kubun_connector_sweep_candidate_due_idx',
+];
+
+interface Introspected {
+  tables: string[];
+  primaryKey(table: string): Promise<string[]>;
+  uniqueIndexes(): Promise<Record<string, string[]>>;
+  indexes(): Promise<string[]>;
+}
+
+function introspect(database: TestDatabase): Introspected {
+  const db = database.open.db;
+  if (database.dialect === 'sqlite') {
+    return {
+      tables: [],
+      async primaryKey(table) {
+        const { rows } = await sql<{ name: string; pk: number }>`select name, pk from pragma_table_info(${table})`.execute(db);
+        return rows.filter((r) => r.pk > 0).sort((a, b) => a.pk - b.pk).map((r) => r.name);
+      },
+      async uniqueIndexes() {
+        const { rows } = await sql<{ index_name: string; column_name: string }>`
+          select il.name as index_name, ii.name as column_name
+          from sqlite_master m, pragma_index_list(m.name) il, pragma_index_info(il.name) ii
+          where m.type = 'table' and il."unique" = 1 and il.origin = 'c'
+          order by il.name, ii.seqno`.execute(db);
+        return group(rows);
+      },
+      async indexes() {
+        const { rows } = await sql<{ name: string }>`select name from sqlite_master where type = 'index'`.execute(db);
+        return rows.map((r) => r.name);
+      },
+    };
+  }
+  return {
+    tables: [],
+    async primaryKey(table) {
+      const { rows } = await sql<{ column_name: string }>`
+        select a.attname as column_name
+        from pg_index i
+        join lateral unnest(i.indkey) with ordinality as k(attnum, ord) on true
+        join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+        where i.indrelid = ${table}::regclass and i.indisprimary
+        order by k.ord`.execute(db);
+      return rows.map((r) => r.column_name);
+    },
+    async uniqueIndexes() {
+      const { rows } = await sql<{ index_name: string; column_name: string }>`
+        select c.relname as index_name, a.attname as column_name
+        from pg_index i
+        join pg_class c on c.oid = i.indexrelid
+        join pg_namespace n on n.oid = c.relnamespace and n.nspname = 'public'
+        join lateral unnest(i.indkey) with ordinality as k(attnum, ord) on true
+        join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+        where i.indisunique and not i.indisprimary
+        order by c.relname, k.ord`.execute(db);
+      return group(rows);
+    },
+    async indexes() {
+      const { rows } = await sql<{ indexname: string }>`select indexname from pg_indexes where schemaname = 'public'`.execute(db);
+      return rows.map((r) => r.indexname);
+    },
+  };
+}
+
+function group(rows: { index_name: string; column_name: string }[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const r of rows) (out[r.index_name] ??= []).push(r.column_name);
+  return out;
+}
+
+async function connectorTables(database: TestDatabase): Promise<string[]> {
+  const tables = await database.open.db.introspection.getTables();
+  return tables.map((t) => t.name).filter((n) => n.startsWith('kubun_connector_') && !n.includes('migration')).sort();
+}
+
+for (const dialect of testDialects()) {
+  describe.skipIf(dialect === 'postgres' && !inject('postgresAvailable'))(`${dialect}: migrations`, () => {
+    let database: TestDatabase;
+    beforeAll(async () => {
+      database = await createTestDatabase(dialect, { migrate: false });
+    });
+    afterAll(async () => {
+      await database?.destroy();
+    });
+
+    it('runs up → down → up and leaves every table, key and unique index', async () => {
+      const migrator = createMigrator(database.open.db, dialect);
+      const up = unwrapMigrationResult(await migrator.migrateToLatest());
+      expect(up.map((r) => [r.migrationName, r.status])).toEqual([['0001-initial', 'Success']]);
+      expect(await connectorTables(database)).toEqual(TABLES);
+
+      const down = unwrapMigrationResult(await migrator.migrateDown());
+      expect(down.map((r) => [r.migrationName, r.direction, r.status])).toEqual([['0001-initial', 'Down', 'Success']]);
+      expect(await connectorTables(database)).toEqual([]);
+
+      unwrapMigrationResult(await migrator.migrateToLatest());
+      expect(await connectorTables(database)).toEqual(TABLES);
+
+      const shape = introspect(database);
+      for (const [table, columns] of Object.entries(PRIMARY_KEYS)) {
+        expect(await shape.primaryKey(table), `primary key of ${table}`).toEqual(columns);
+      }
+      const unique = await shape.uniqueIndexes();
+      for (const [name, columns] of Object.entries(UNIQUE_INDEXES)) {
+        expect(unique[name], `unique index ${name}`).toEqual(columns);
+      }
+      const indexes = await shape.indexes();
+      for (const name of INDEXES) expect(indexes).toContain(name);
+    });
+
+    it('reports every migration as applied and a second run as a no-op', async () => {
+      const migrator = createMigrator(database.open.db, dialect);
+      const again = unwrapMigrationResult(await migrator.migrateToLatest());
+      expect(again).toEqual([]);
+      const list = await migrator.getMigrations();
+      expect(list.map((m) => [m.name, m.executedAt !== undefined])).toEqual([['0001-initial', true]]);
+    });
+
+    it('enforces the node_key and watch ingress unique indexes', async () => {
+      const db = database.open.db;
+      const watch = {
+        owner_did: 'did:key:owner',
+        connector_name: 'google',
+        model: 'm',
+        account_key: 'a',
+        source_id: 's1',
+        node_key: 'k1',
+        document_id: 'doc-1',
+        verification_status: 'pending_verification',
+        created_at: 1,
+        updated_at: 1,
+      };
+      await db.insertInto('kubun_connector_projection_watch').values(watch).execute();
+      await expect(
+        db.insertInto('kubun_connector_projection_watch').values({ ...watch, source_id: 's2', node_key: 'k2' }).execute(),
+      ).rejects.toThrow();
+      await expect(
+        db.insertInto('kubun_connector_projection_watch').values({ ...watch, source_id: 's3', node_key: 'k1', document_id: 'doc-2' }).execute(),
+      ).rejects.toThrow();
+      await db.deleteFrom('kubun_connector_projection_watch').execute();
+    });
+  });
+}

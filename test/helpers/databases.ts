@@ -1,0 +1,167 @@
+/**
+ * One database per suite and per dialect: an in-memory SQLite database, or a
+ * fresh Postgres database created on the test server and dropped afterwards.
+ * `describeEachDialect` runs a suite once per dialect named in TEST_DIALECTS
+ * (default both), as `${dialect}: ${name}`.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { sql, type LogConfig } from 'kysely';
+import { afterAll, beforeAll, beforeEach, describe, inject } from 'vitest';
+import { openDatabase, type DialectName, type OpenDatabase } from '../../src/db/connect.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import type { Database } from '../../src/db/tables.js';
+import { createStoreContext, type StoreContext } from '../../src/store/context.js';
+import { adminPostgresURL, postgresURLFor } from './postgres-url.js';
+
+/** Dialects this run covers, from TEST_DIALECTS (default `sqlite,postgres`). */
+export function testDialects(): DialectName[] {
+  const names = (process.env.TEST_DIALECTS ?? 'sqlite,postgres').split(',').map((s) => s.trim());
+  return (['sqlite', 'postgres'] as const).filter((d) => names.includes(d));
+}
+
+/** A clock tests move by hand. Starts at a fixed instant. */
+export class TestClock {
+  constructor(public current = Date.UTC(2026, 0, 1)) {}
+  readonly now = (): number => this.current;
+  advance(ms: number): number {
+    this.current += ms;
+    return this.current;
+  }
+  set(ms: number): void {
+    this.current = ms;
+  }
+}
+
+/** A database made for one suite. */
+export interface TestDatabase {
+  dialect: DialectName;
+  /** The suite's connection (a pool of 25 on Postgres). */
+  open: OpenDatabase;
+  /** Opens another, independent connection (pool) to the same database; close it yourself. SQLite: not possible in memory. */
+  connectAgain(options?: { log?: LogConfig }): OpenDatabase;
+  /** Deletes every row of every table. */
+  truncate(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+const TABLES: (keyof Database)[] = [
+  'kubun_connector_sync_state',
+  'kubun_connector_pending_auth',
+  'kubun_connector_operation',
+  'kubun_connector_projection_watch',
+  'kubun_connector_observation_records',
+  'kubun_connector_observation_repair',
+  'kubun_connector_entity_trim',
+  'kubun_connector_sweep_receipt',
+  'kubun_connector_sweep_candidate',
+  'kubun_connector_sweep_checkpoint',
+];
+
+/** Creates an empty database for `dialect`; `migrate: false` leaves it without tables. */
+export async function createTestDatabase(dialect: DialectName, options: { migrate?: boolean; log?: LogConfig } = {}): Promise<TestDatabase> {
+  if (dialect === 'sqlite') {
+    const open = openDatabase({ dialect: 'sqlite', path: ':memory:', display: 'sqlite::memory:' }, { log: options.log });
+    if (options.migrate !== false) await migrateToLatest(open.db, 'sqlite');
+    return {
+      dialect,
+      open,
+      connectAgain: () => {
+        throw new Error('an in-memory SQLite database has exactly one connection');
+      },
+      truncate: () => truncateAll(open),
+      destroy: () => open.close(),
+    };
+  }
+  const name = `cs_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  await adminQuery(`create database ${name}`);
+  const url = postgresURLFor(name);
+  const target = { dialect: 'postgres' as const, connectionString: url, display: url };
+  const open = openDatabase(target, { poolMax: 25, log: options.log });
+  if (options.migrate !== false) await migrateToLatest(open.db, 'postgres');
+  const extra: OpenDatabase[] = [];
+  return {
+    dialect,
+    open,
+    connectAgain: (again = {}) => {
+      const another = openDatabase(target, { poolMax: 25, log: again.log });
+      extra.push(another);
+      return another;
+    },
+    truncate: () => truncateAll(open),
+    destroy: async () => {
+      await Promise.allSettled(extra.map((e) => e.close()));
+      await open.close();
+      await adminQuery(`drop database if exists ${name} with (force)`);
+    },
+  };
+}
+
+async function truncateAll(open: OpenDatabase): Promise<void> {
+  if (open.dialect === 'postgres') {
+    await sql.raw(`truncate ${TABLES.join(', ')}`).execute(open.db);
+    return;
+  }
+  for (const table of TABLES) await open.db.deleteFrom(table).execute();
+}
+
+async function adminQuery(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminPostgresURL() });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+/** What a suite made by {@link describeEachDialect} gets. */
+export interface DialectSuite {
+  dialect: DialectName;
+  clock: TestClock;
+  /** The suite's database (valid inside tests and hooks). */
+  readonly database: TestDatabase;
+  /** A store context over the suite's database, with the test clock and random ids. */
+  readonly store: StoreContext;
+}
+
+/**
+ * Declares `name` once per dialect. Each copy gets its own migrated database
+ * (created before the suite, dropped after), emptied before every test, and a
+ * {@link TestClock} reset to its start instant before every test.
+ * The Postgres copy is skipped when the global setup found no server.
+ */
+export function describeEachDialect(name: string, body: (suite: DialectSuite) => void): void {
+  for (const dialect of testDialects()) {
+    const skip = dialect === 'postgres' && !inject('postgresAvailable');
+    describe.skipIf(skip)(`${dialect}: ${name}`, () => {
+      const clock = new TestClock();
+      let database: TestDatabase | undefined;
+      let store: StoreContext | undefined;
+      const suite: DialectSuite = {
+        dialect,
+        clock,
+        get database() {
+          if (database === undefined) throw new Error('database is only available inside tests and hooks');
+          return database;
+        },
+        get store() {
+          if (store === undefined) throw new Error('store is only available inside tests and hooks');
+          return store;
+        },
+      };
+      beforeAll(async () => {
+        database = await createTestDatabase(dialect);
+        store = createStoreContext(database.open.db, dialect, { now: clock.now });
+      });
+      afterAll(async () => {
+        await database?.destroy();
+      });
+      beforeEach(async () => {
+        clock.set(Date.UTC(2026, 0, 1));
+        await database?.truncate();
+      });
+      body(suite);
+    });
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * Probes the test Postgres once per run. Locally an unreachable server skips
+ * the Postgres half with a loud notice; under CI=true it fails the run.
+ */
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { adminPostgresURL } from './postgres-url.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    postgresAvailable: boolean;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<void> {
+  const wanted = (process.env.TEST_DIALECTS ?? 'sqlite,postgres').split(',').includes('postgres');
+  let available = false;
+  if (wanted) {
+    const client = new pg.Client({ connectionString: adminPostgresURL(), connectionTimeoutMillis: 3_000 });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      available = true;
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      if (process.env.CI === 'true') {
+        throw new Error(`CI=true but PostgreSQL is unreachable at ${adminPostgresURL()}: ${reason}`);
+      }
+      const bar = '!'.repeat(78);
+      console.warn(`\n${bar}\n!! PostgreSQL unreachable (${reason}).\n!! SKIPPING every Postgres test. Set PG_TEST_URL or start the server;\n!! under CI=true this is a failure.\n${bar}\n`);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+  project.provide('postgresAvailable', available);
+}
