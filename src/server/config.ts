@@ -1,0 +1,119 @@
+/**
+ * Server configuration from the environment, validated once at start-up.
+ * Every problem is reported at once, one line each, naming the variable.
+ */
+import { z } from 'zod';
+import { parseDatabaseURL, type DatabaseTarget } from '../db/connect.js';
+
+const DID_PATTERN = /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/;
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const EnvSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: int(0, 65_535).default(4000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  AUTH_AUDIENCE: z.string().min(1).default('connector-store'),
+  SERVICE_DIDS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((d) => d.trim()).filter((d) => d !== ''))
+    .pipe(z.array(z.string().regex(DID_PATTERN, 'each entry must be a DID (did:method:id)'))),
+  INSECURE_HEADER_AUTH: bool.default(false),
+  GRAPHIQL: bool.optional(),
+  INTROSPECTION: bool.default(true),
+  DB_STATEMENT_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  DB_POOL_MAX: int(1, 500).default(10),
+  MAX_QUERY_DEPTH: int(1, 100).default(12),
+  MAX_QUERY_COST: int(100, 1_000_000).default(5_000),
+  MAX_ALIASES: int(1, 1_000).default(30),
+  MAX_TOKENS: int(100, 1_000_000).default(5_000),
+  MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
+  RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
+  IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
+  SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
+});
+
+/** The validated configuration the server runs with. */
+export interface ServerConfig {
+  env: 'development' | 'production' | 'test';
+  port: number;
+  host: string;
+  database: DatabaseTarget;
+  logLevel: string;
+  auth: {
+    audience: string;
+    serviceDIDs: ReadonlySet<string>;
+    /** Development only: trust an `x-viewer-did` header. Refused unless HOST is loopback. */
+    insecureHeaderAuth: boolean;
+  };
+  graphiql: boolean;
+  introspection: boolean;
+  db: { statementTimeoutMs: number; poolMax: number };
+  limits: { maxDepth: number; maxCost: number; maxAliases: number; maxTokens: number; maxBodyBytes: number };
+  jobs: {
+    /** How often retention and the pending-auth expiry sweep run; 0 disables. */
+    retentionIntervalMs: number;
+    idempotencyWindowMs: number;
+  };
+  shutdownGraceMs: number;
+}
+
+/** Thrown with every configuration problem, one per line. */
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/** Reads and validates the configuration from `env` (default `process.env`). */
+export function loadConfig(env: Record<string, string | undefined> = process.env): ServerConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`));
+  }
+  const e = parsed.data;
+  const problems: string[] = [];
+  let database: DatabaseTarget | undefined;
+  try {
+    database = parseDatabaseURL(e.DATABASE_URL);
+  } catch (error) {
+    problems.push(`DATABASE_URL: ${(error as Error).message}`);
+  }
+  if (e.INSECURE_HEADER_AUTH && !LOOPBACK.has(e.HOST)) {
+    problems.push(`INSECURE_HEADER_AUTH: only allowed when HOST is a loopback address, got ${e.HOST}`);
+  }
+  if (e.INSECURE_HEADER_AUTH && e.NODE_ENV === 'production') {
+    problems.push('INSECURE_HEADER_AUTH: never allowed with NODE_ENV=production');
+  }
+  if (problems.length > 0 || database === undefined) throw new ConfigError(problems);
+  return {
+    env: e.NODE_ENV,
+    port: e.PORT,
+    host: e.HOST,
+    database,
+    logLevel: e.LOG_LEVEL,
+    auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
+    graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',
+    introspection: e.INTROSPECTION,
+    db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX },
+    limits: {
+      maxDepth: e.MAX_QUERY_DEPTH,
+      maxCost: e.MAX_QUERY_COST,
+      maxAliases: e.MAX_ALIASES,
+      maxTokens: e.MAX_TOKENS,
+      maxBodyBytes: e.MAX_BODY_BYTES,
+    },
+    jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+  };
+}

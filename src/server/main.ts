@@ -1,0 +1,69 @@
+/**
+ * `npm start`: validate configuration, open and migrate the database, serve
+ * GraphQL on HOST:PORT, and shut down gracefully on SIGTERM/SIGINT.
+ */
+import { createServer, type Server } from 'node:http';
+import { checkConnection, openDatabase } from '../db/connect.js';
+import { migrateToLatest } from '../db/migrator.js';
+import { createServerApp } from './app.js';
+import { loadConfig } from './config.js';
+import { createLogger } from './logger.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  const database = openDatabase(config.database, {
+    statementTimeoutMs: config.db.statementTimeoutMs,
+    poolMax: config.db.poolMax,
+    onPoolError: (error) => logger.error({ err: error }, 'idle database client failed'),
+  });
+  await checkConnection(database);
+  const applied = await migrateToLatest(database.db, database.dialect);
+  for (const m of applied) logger.info({ migration: m.migrationName }, 'migration applied');
+
+  const app = createServerApp({ config, database, logger });
+  const server = createServer(app.yoga);
+  await listen(server, config.port, config.host);
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  logger.info({ database: database.target.display, url: `${url}/graphql` }, 'connector store listening');
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: readiness off, finishing in-flight requests');
+    app.markNotReady();
+    const force = setTimeout(() => {
+      logger.warn('grace period over, closing remaining connections');
+      server.closeAllConnections();
+    }, config.shutdownGraceMs);
+    force.unref();
+    server.close(async () => {
+      await database.close();
+      logger.info('stopped');
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+main().catch((error: unknown) => {
+  // Start-up failures are one clear line, not a stack trace.
+  const message = error instanceof Error ? error.message : String(error);
+  console.error(`connector store failed to start: ${message}`);
+  process.exit(1);
+});
