@@ -1,0 +1,6 @@
+/** Finalize-and-arm (SPEC §3.4): commit a leased operation and arm its document's watch atomically. */
+export {
+  finalizeOperationAndArmWatch,
+  type FinalizeOperationInput,
+  type FinalizeOperationResult,
+} from './finalize-operation-and-arm-watch.js';

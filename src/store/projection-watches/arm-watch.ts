@@ -1,0 +1,203 @@
+import { forUpdate, inTransaction, type StoreContext } from '../context.js';
+import { InvalidInputError, NotFoundError, StaleVersionError } from '../errors.js';
+import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import type {
+  ArmWatchOutcome,
+  ArmWatchReason,
+  ProjectionWatch,
+  ProjectionWatchIdentity,
+} from './types.js';
+import { deleteSupersededWatches, identityOf, matchesIdentity, newWatchValues } from './watch-predicates.js';
+
+const WATCH_KEY = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
+
+/** Input of {@link armWatch}. */
+export interface ArmWatchInput {
+  identity: ProjectionWatchIdentity;
+  /**
+   * The document the watch tracks. Used only when the watch does not exist
+   * yet (it is then created); an existing watch keeps its document. Without
+   * it, arming a missing watch is a {@link NotFoundError}.
+   */
+  documentID?: string;
+  reason: ArmWatchReason;
+  /** When the (next) verification attempt is due. Default: now. */
+  dueAt?: number;
+  /**
+   * Digest of the winner the caller observed at the provider. Written when
+   * the watch is created or a generation is opened; a coalesce ignores it.
+   * Default: keep the stored digest (null for a new watch).
+   */
+  observedWinnerDigest?: string | null;
+}
+
+/** What {@link armWatch} did, and the watch as it now is. */
+export interface ArmWatchResult {
+  outcome: ArmWatchOutcome;
+  watch: ProjectionWatch;
+}
+
+/**
+ * (Re-)arms a watch for verification.
+ *
+ * - Missing watch: created (`created`) when `documentID` is given, after
+ *   deleting the document's watch under any other identity; otherwise a
+ *   {@link NotFoundError}.
+ * - `ingest` on a watch already `pending_verification`: only `next_attempt_at`
+ *   (and `updated_at`) move (`coalesced`); the version stays, so a verifier's
+ *   claim in flight remains valid.
+ * - Every other case opens a new generation (`rearmed`): repair_generation + 1,
+ *   attempts 0, `pending_verification`, due at `dueAt`, claim and defer
+ *   reason cleared, version + 1. `write` also clears the verified digest, as
+ *   finalize does: the local state it described has just changed.
+ *
+ * The watch is read `FOR UPDATE` (Postgres) and every generation-opening
+ * write is a CAS on the version read, so concurrent arms of one watch queue
+ * up behind each other instead of interleaving.
+ */
+export async function armWatch(store: StoreContext, input: ArmWatchInput): Promise<ArmWatchResult> {
+  if (input.dueAt !== undefined && !Number.isSafeInteger(input.dueAt)) {
+    throw new InvalidInputError('dueAt', 'must be an integer ms-epoch time');
+  }
+  return inTransaction(store, async (tx) => {
+    const now = tx.now();
+    const dueAt = input.dueAt ?? now;
+    const { identity } = input;
+    let row = await readWatchForUpdate(tx, identity);
+
+    if (row === undefined) {
+      if (input.documentID === undefined) throw new NotFoundError('projection watch');
+      await deleteSupersededWatches(tx, identity, input.documentID);
+      const inserted = await tx.db
+        .insertInto('kubun_connector_projection_watch')
+        .values(
+          newWatchValues(tx, {
+            identity,
+            documentID: input.documentID,
+            observedWinnerDigest: input.observedWinnerDigest ?? null,
+            dueAt,
+            now,
+          }),
+        )
+        .onConflict((oc) => oc.columns([...WATCH_KEY]).doNothing())
+        .returningAll()
+        .executeTakeFirst();
+      if (inserted !== undefined) return { outcome: 'created', watch: rowToProjectionWatch(inserted) };
+      // A concurrent arm or finalize created it first (Postgres made this
+      // insert wait for its commit): arm that watch instead.
+      row = await readWatchForUpdate(tx, identity);
+      if (row === undefined) throw new NotFoundError('projection watch');
+    }
+
+    if (input.reason === 'ingest' && row.verification_status === 'pending_verification') {
+      const coalesced = await tx.db
+        .updateTable('kubun_connector_projection_watch')
+        .set({ next_attempt_at: dueAt, updated_at: now })
+        .where(matchesIdentity(identity))
+        .where('version', '=', row.version)
+        .returningAll()
+        .executeTakeFirst();
+      if (coalesced === undefined) throw new StaleVersionError('projection watch');
+      return { outcome: 'coalesced', watch: rowToProjectionWatch(coalesced) };
+    }
+
+    const rearmed = await tx.db
+      .updateTable('kubun_connector_projection_watch')
+      .set((eb) => ({
+        repair_generation: eb('repair_generation', '+', 1),
+        verification_attempts: 0,
+        verification_status: 'pending_verification',
+        next_attempt_at: dueAt,
+        claimed_until: null,
+        defer_reason: null,
+        version: eb('version', '+', 1),
+        updated_at: now,
+        ...(input.observedWinnerDigest !== undefined ? { observed_winner_digest: input.observedWinnerDigest } : {}),
+        ...(input.reason === 'write' ? { verified_state_digest: null } : {}),
+      }))
+      .where(matchesIdentity(identity))
+      .where('version', '=', row.version)
+      .returningAll()
+      .executeTakeFirst();
+    // Unreachable while the row lock (Postgres) or the single connection
+    // (SQLite) is held; kept so a lost CAS can never pass silently.
+    if (rearmed === undefined) throw new StaleVersionError('projection watch');
+    return { outcome: 'rearmed', watch: rowToProjectionWatch(rearmed) };
+  });
+}
+
+/** Options of {@link requestRepull} and {@link requestRepullByNodeKey}. */
+export interface RequestRepullOptions {
+  /** When the new verification attempt is due. Default: now. */
+  dueAt?: number;
+}
+
+/**
+ * Asks for the watch to be verified again: an `armWatch` with reason
+ * `manual`, which always opens a new generation. A missing watch is a
+ * {@link NotFoundError}. The caller schedules the sweep tick that picks it up.
+ */
+export async function requestRepull(
+  store: StoreContext,
+  identity: ProjectionWatchIdentity,
+  options: RequestRepullOptions = {},
+): Promise<ProjectionWatch> {
+  const { watch } = await armWatch(store, { identity, reason: 'manual', dueAt: options.dueAt });
+  return watch;
+}
+
+/** Options of {@link requestRepullByNodeKey}. */
+export interface RequestRepullByNodeKeyOptions extends RequestRepullOptions {
+  /**
+   * Only a watch of this owner may be re-pulled; any other is reported as
+   * not found, exactly like an unknown key. Default null: no restriction
+   * (a service principal).
+   */
+  visibleTo?: string | null;
+}
+
+/** {@link requestRepull} for the watch with this node key (the API addresses watches by node id). */
+export async function requestRepullByNodeKey(
+  store: StoreContext,
+  nodeKey: string,
+  options: RequestRepullByNodeKeyOptions = {},
+): Promise<ProjectionWatch> {
+  return inTransaction(store, async (tx) => {
+    // Locking the row by node key pins the exact watch: a delete + recreate
+    // of the identity in between would carry another node key.
+    const row = await forUpdate(
+      tx,
+      tx.db.selectFrom('kubun_connector_projection_watch').selectAll().where('node_key', '=', nodeKey),
+    ).executeTakeFirst();
+    const visibleTo = options.visibleTo ?? null;
+    if (row === undefined || (visibleTo !== null && row.owner_did !== visibleTo)) {
+      throw new NotFoundError('projection watch');
+    }
+    return requestRepull(tx, identityOf(rowToProjectionWatch(row)), { dueAt: options.dueAt });
+  });
+}
+
+/**
+ * Makes every watch deferred for being offline due now (the device
+ * reconnected), optionally for one owner only. Like a coalesce it moves only
+ * the schedule (and clears the defer reason), not the version. Returns how
+ * many watches it moved.
+ */
+export async function resumeOfflineWatches(store: StoreContext, options: { ownerDID?: string } = {}): Promise<number> {
+  const now = store.now();
+  let query = store.db
+    .updateTable('kubun_connector_projection_watch')
+    .set({ next_attempt_at: now, defer_reason: null, updated_at: now })
+    .where('verification_status', '=', 'pending_verification')
+    .where('defer_reason', '=', 'offline');
+  if (options.ownerDID !== undefined) query = query.where('owner_did', '=', options.ownerDID);
+  const result = await query.executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+async function readWatchForUpdate(store: StoreContext, identity: ProjectionWatchIdentity) {
+  return forUpdate(
+    store,
+    store.db.selectFrom('kubun_connector_projection_watch').selectAll().where(matchesIdentity(identity)),
+  ).executeTakeFirst();
+}

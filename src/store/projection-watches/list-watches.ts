@@ -1,0 +1,136 @@
+import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
+import type { Database } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
+
+/** Options of {@link listDueWatches}. */
+export interface ListDueWatchesOptions {
+  /** At most this many watches (a positive integer). */
+  limit: number;
+  /** The instant "due" is measured against. Default: `store.now()`. */
+  now?: number;
+}
+
+/**
+ * Watches a verifier should take now: `pending_verification`,
+ * `next_attempt_at <= now`, no live claim (absent or expired), earliest due
+ * first (node key breaks ties). Offline-deferred watches are included once
+ * their pushed-out time has come.
+ */
+export async function listDueWatches(store: StoreContext, options: ListDueWatchesOptions): Promise<ProjectionWatch[]> {
+  checkCount('limit', options.limit, 1);
+  const now = options.now ?? store.now();
+  const rows = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('verification_status', '=', 'pending_verification')
+    .where('next_attempt_at', '<=', now)
+    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
+    .orderBy('next_attempt_at', 'asc')
+    .orderBy('node_key', 'asc')
+    .limit(options.limit)
+    .execute();
+  return rows.map(rowToProjectionWatch);
+}
+
+/** Narrows a watch listing; every given field must match. */
+export interface WatchFilter {
+  /** One status or any of several. */
+  status?: ProjectionWatchVerificationStatus | readonly ProjectionWatchVerificationStatus[];
+  connectorName?: string;
+  ownerDID?: string;
+  documentID?: string;
+}
+
+/** Position in the newest-first order: the last watch of the previous page. */
+export interface WatchCursor {
+  createdAt: number;
+  nodeKey: string;
+}
+
+/** Options of {@link listWatches}. */
+export interface ListWatchesOptions {
+  /** The viewer's DID: only their watches are listed. Null: every watch (a service principal). */
+  visibleTo: string | null;
+  filter?: WatchFilter;
+  /** Page size, 0 or more. */
+  first: number;
+  /** Start after this position. Default: from the newest. */
+  after?: WatchCursor;
+}
+
+/** A page of watches, newest first. */
+export interface WatchPage {
+  watches: ProjectionWatch[];
+  /** Whether more watches follow this page. */
+  hasMore: boolean;
+}
+
+/** The cursor that continues a listing after `watch`. */
+export function watchCursor(watch: Pick<ProjectionWatch, 'createdAt' | 'nodeKey'>): WatchCursor {
+  return { createdAt: watch.createdAt, nodeKey: watch.nodeKey };
+}
+
+/**
+ * Watches the viewer may see, newest first by keyset on
+ * (created_at DESC, node_key DESC), never OFFSET.
+ */
+export async function listWatches(store: StoreContext, options: ListWatchesOptions): Promise<WatchPage> {
+  checkCount('first', options.first, 0);
+  const { after } = options;
+  let query = store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where(visibleWatches(options.visibleTo, options.filter));
+  if (after !== undefined) {
+    query = query.where((eb) =>
+      eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)),
+    );
+  }
+  const rows = await query
+    .orderBy('created_at', 'desc')
+    .orderBy('node_key', 'desc')
+    .limit(options.first + 1)
+    .execute();
+  return {
+    watches: rows.slice(0, options.first).map(rowToProjectionWatch),
+    hasMore: rows.length > options.first,
+  };
+}
+
+/** How many watches {@link listWatches} would list over all pages. */
+export async function countWatches(
+  store: StoreContext,
+  options: Pick<ListWatchesOptions, 'visibleTo' | 'filter'>,
+): Promise<number> {
+  const row = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .select((eb) => eb.fn.countAll().as('count'))
+    .where(visibleWatches(options.visibleTo, options.filter))
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+function visibleWatches(visibleTo: string | null, filter: WatchFilter = {}) {
+  return (eb: ExpressionBuilder<Database, 'kubun_connector_projection_watch'>) => {
+    const parts = [];
+    if (visibleTo !== null) parts.push(eb('owner_did', '=', visibleTo));
+    if (filter.ownerDID !== undefined) parts.push(eb('owner_did', '=', filter.ownerDID));
+    if (filter.connectorName !== undefined) parts.push(eb('connector_name', '=', filter.connectorName));
+    if (filter.documentID !== undefined) parts.push(eb('document_id', '=', filter.documentID));
+    if (filter.status !== undefined) {
+      const statuses: readonly string[] = typeof filter.status === 'string' ? [filter.status] : filter.status;
+      // An empty status list matches nothing, as an empty IN would.
+      parts.push(statuses.length === 0 ? sql<SqlBool>`1 = 0` : eb('verification_status', 'in', [...statuses]));
+    }
+    return eb.and(parts);
+  };
+}
+
+function checkCount(field: string, value: number, min: number): void {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new InvalidInputError(field, `must be an integer of at least ${min}`);
+  }
+}

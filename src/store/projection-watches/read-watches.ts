@@ -1,0 +1,84 @@
+import type { StoreContext } from '../context.js';
+import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import type { ProjectionWatch, ProjectionWatchIdentity } from './types.js';
+import { matchesIdentity } from './watch-predicates.js';
+
+/** The watch of `identity`, or null. */
+export async function getWatch(store: StoreContext, identity: ProjectionWatchIdentity): Promise<ProjectionWatch | null> {
+  const row = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where(matchesIdentity(identity))
+    .executeTakeFirst();
+  return row === undefined ? null : rowToProjectionWatch(row);
+}
+
+/** The watch with this node key, or null. */
+export async function getWatchByNodeKey(store: StoreContext, nodeKey: string): Promise<ProjectionWatch | null> {
+  const row = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('node_key', '=', nodeKey)
+    .executeTakeFirst();
+  return row === undefined ? null : rowToProjectionWatch(row);
+}
+
+/**
+ * The watches with these node keys in one statement, aligned with `nodeKeys`
+ * (null where none exists; a repeated key gets the same watch again).
+ */
+export async function getWatchesByNodeKeys(
+  store: StoreContext,
+  nodeKeys: readonly string[],
+): Promise<(ProjectionWatch | null)[]> {
+  if (nodeKeys.length === 0) return [];
+  const rows = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('node_key', 'in', [...new Set(nodeKeys)])
+    .execute();
+  const byKey = new Map(rows.map((row) => [row.node_key, rowToProjectionWatch(row)]));
+  return nodeKeys.map((key) => byKey.get(key) ?? null);
+}
+
+/**
+ * The watch of a document, or null: an applied write names only its document
+ * id. The unique index makes that one watch per (owner, model, document); if
+ * one document id were watched under several owners or models, the most
+ * recently created watch is returned.
+ */
+export async function getWatchByDocument(store: StoreContext, documentID: string): Promise<ProjectionWatch | null> {
+  const row = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('document_id', '=', documentID)
+    .orderBy('created_at', 'desc')
+    .orderBy('node_key', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row === undefined ? null : rowToProjectionWatch(row);
+}
+
+/**
+ * The watches of these documents in one statement, keyed by document id
+ * (absent when a document has none). Same choice as
+ * {@link getWatchByDocument} when a document id has several.
+ */
+export async function getWatchesByDocumentIDs(
+  store: StoreContext,
+  documentIDs: readonly string[],
+): Promise<Map<string, ProjectionWatch>> {
+  const result = new Map<string, ProjectionWatch>();
+  if (documentIDs.length === 0) return result;
+  const rows = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('document_id', 'in', [...new Set(documentIDs)])
+    .orderBy('created_at', 'desc')
+    .orderBy('node_key', 'desc')
+    .execute();
+  for (const row of rows) {
+    if (!result.has(row.document_id)) result.set(row.document_id, rowToProjectionWatch(row));
+  }
+  return result;
+}

@@ -1,0 +1,102 @@
+/**
+ * Shared pieces of watch statements: key predicates, the one-watch-per-document
+ * rule and the values of a freshly inserted watch. Internal to the store.
+ */
+import type { ExpressionBuilder, Insertable } from 'kysely';
+import type { Database, ProjectionWatchTable } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import type { ProjectionWatchIdentity, WatchRef } from './types.js';
+
+type WatchExpressions = ExpressionBuilder<Database, 'kubun_connector_projection_watch'>;
+
+/** `WHERE` the row is the watch of `identity` (its primary key). */
+export function matchesIdentity(identity: ProjectionWatchIdentity) {
+  return (eb: WatchExpressions) =>
+    eb.and([
+      eb('owner_did', '=', identity.ownerDID),
+      eb('connector_name', '=', identity.connectorName),
+      eb('model', '=', identity.model),
+      eb('account_key', '=', identity.accountKey),
+      eb('source_id', '=', identity.sourceID),
+    ]);
+}
+
+/** `WHERE` the row is the watch `ref` names (identity, node key, or both). */
+export function matchesRef(ref: WatchRef) {
+  return (eb: WatchExpressions) => {
+    const parts = [];
+    if (ref.identity !== undefined) parts.push(matchesIdentity(ref.identity)(eb));
+    if (ref.nodeKey !== undefined) parts.push(eb('node_key', '=', ref.nodeKey));
+    return eb.and(parts);
+  };
+}
+
+/**
+ * One watch per (owner, model, document): deletes the document's watch under
+ * any other identity (connector, account or source differ), which the watch
+ * about to be written supersedes. Runs inside the caller's transaction.
+ */
+export async function deleteSupersededWatches(
+  store: StoreContext,
+  identity: ProjectionWatchIdentity,
+  documentID: string,
+): Promise<void> {
+  await store.db
+    .deleteFrom('kubun_connector_projection_watch')
+    .where('owner_did', '=', identity.ownerDID)
+    .where('model', '=', identity.model)
+    .where('document_id', '=', documentID)
+    .where((eb) =>
+      eb.or([
+        eb('connector_name', '!=', identity.connectorName),
+        eb('account_key', '!=', identity.accountKey),
+        eb('source_id', '!=', identity.sourceID),
+      ]),
+    )
+    .execute();
+}
+
+/** Column values of a brand-new watch: generation 0, version 0, pending and due at `dueAt`. */
+export function newWatchValues(
+  store: StoreContext,
+  input: {
+    identity: ProjectionWatchIdentity;
+    documentID: string;
+    observedWinnerDigest: string | null;
+    dueAt: number;
+    now: number;
+  },
+): Insertable<ProjectionWatchTable> {
+  const { identity } = input;
+  return {
+    owner_did: identity.ownerDID,
+    connector_name: identity.connectorName,
+    model: identity.model,
+    account_key: identity.accountKey,
+    source_id: identity.sourceID,
+    node_key: store.getRandomID(),
+    document_id: input.documentID,
+    verified_state_digest: null,
+    observed_winner_digest: input.observedWinnerDigest,
+    verification_status: 'pending_verification',
+    verification_attempts: 0,
+    repair_generation: 0,
+    next_attempt_at: input.dueAt,
+    claimed_until: null,
+    defer_reason: null,
+    version: 0,
+    created_at: input.now,
+    updated_at: input.now,
+  };
+}
+
+/** The identity columns of a watch, as a domain identity. */
+export function identityOf(watch: ProjectionWatchIdentity): ProjectionWatchIdentity {
+  return {
+    ownerDID: watch.ownerDID,
+    connectorName: watch.connectorName,
+    model: watch.model,
+    accountKey: watch.accountKey,
+    sourceID: watch.sourceID,
+  };
+}
