@@ -1,0 +1,141 @@
+/**
+ * Retention: deletes rows nothing needs any more, in bounded batches.
+ *
+ * Each batch is one DELETE of at most `batchSize` rows chosen by a key
+ * subselect with LIMIT, so each batch is its own short (single-statement)
+ * transaction and no lock is held across batches. On Postgres the subselect
+ * skips rows another transaction has locked, so replicas running retention
+ * at once (or a worker touching a row) never wait on each other. Call it on
+ * the root store, not inside a transaction: inside one, every batch would
+ * share the caller's transaction and its locks.
+ */
+import { sql } from 'kysely';
+import type { StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+
+/** Default idempotency window: a finished operation is kept this long after its last update. */
+export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/** Default rows per DELETE statement. */
+export const DEFAULT_RETENTION_BATCH_SIZE = 500;
+
+/** Options of {@link runRetention}. */
+export interface RetentionOptions {
+  /**
+   * How long a finished (`committed` / `dead`) operation is kept after its
+   * `updated_at`. A replay of its idempotency key after that is a new
+   * operation. Default 24 h.
+   */
+  idempotencyWindowMs?: number;
+  /** Rows deleted per statement. Default 500. */
+  batchSize?: number;
+  /** At most this many batches per kind of row in one run. Default: until a batch comes back short. */
+  maxBatches?: number;
+}
+
+/** Rows deleted by one {@link runRetention} run, per kind. */
+export interface RetentionResult {
+  /** Finished operations older than the idempotency window. */
+  operations: number;
+  /** Pending authorizations with `expires_at < now`. */
+  pendingAuthorizations: number;
+  /** Terminal (`applied` / `kept` / `failed`) candidates of committed receipts. */
+  sweepCandidates: number;
+  /** False when `maxBatches` stopped a kind while its last batch was still full. */
+  complete: boolean;
+}
+
+/**
+ * Deletes finished operations whose `updated_at < now - idempotencyWindowMs`
+ * (exactly at the boundary stays), pending authorizations with
+ * `expires_at < now` (strict, as consume treats them), and terminal sweep
+ * candidates of committed receipts. Returns how many rows of each kind went.
+ */
+export async function runRetention(store: StoreContext, options: RetentionOptions = {}): Promise<RetentionResult> {
+  const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
+  const batchSize = options.batchSize ?? DEFAULT_RETENTION_BATCH_SIZE;
+  const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+  if (!Number.isSafeInteger(windowMs) || windowMs < 0) throw new InvalidInputError('idempotencyWindowMs', 'must be a non-negative integer');
+  if (!Number.isSafeInteger(batchSize) || batchSize <= 0) throw new InvalidInputError('batchSize', 'must be a positive integer');
+  if (maxBatches !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxBatches) || maxBatches <= 0)) {
+    throw new InvalidInputError('maxBatches', 'must be a positive integer');
+  }
+
+  const now = store.now();
+  const operationCutoff = now - windowMs;
+  const postgres = store.dialect === 'postgres';
+  let complete = true;
+
+  const drain = async (deleteBatch: () => Promise<number>): Promise<number> => {
+    let total = 0;
+    for (let batch = 0; ; batch++) {
+      if (batch >= maxBatches) {
+        complete = false;
+        return total;
+      }
+      const deleted = await deleteBatch();
+      total += deleted;
+      if (deleted < batchSize) return total;
+    }
+  };
+
+  const operations = await drain(async () => {
+    const result = await store.db
+      .deleteFrom('kubun_connector_operation')
+      .where(({ eb, refTuple }) => {
+        let keys = store.db
+          .selectFrom('kubun_connector_operation')
+          .select(['caller_did', 'operation_id'])
+          .where('state', 'in', ['committed', 'dead'])
+          .where('updated_at', '<', operationCutoff)
+          .limit(batchSize);
+        if (postgres) keys = keys.forUpdate().skipLocked();
+        return eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id'));
+      })
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  });
+
+  const pendingAuthorizations = await drain(async () => {
+    let keys = store.db
+      .selectFrom('kubun_connector_pending_auth')
+      .select('state')
+      .where('expires_at', '<', now)
+      .orderBy('expires_at')
+      .limit(batchSize);
+    if (postgres) keys = keys.forUpdate().skipLocked();
+    const result = await store.db.deleteFrom('kubun_connector_pending_auth').where('state', 'in', keys).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  });
+
+  const sweepCandidates = await drain(async () => {
+    const result = await store.db
+      .deleteFrom('kubun_connector_sweep_candidate')
+      .where(({ eb, refTuple }) => {
+        let keys = store.db
+          .selectFrom('kubun_connector_sweep_candidate as c')
+          .innerJoin('kubun_connector_sweep_receipt as r', (join) =>
+            join
+              .onRef('r.owner_did', '=', 'c.owner_did')
+              .onRef('r.connector_name', '=', 'c.connector_name')
+              .onRef('r.partition', '=', 'c.partition')
+              .onRef('r.provenance', '=', 'c.provenance'),
+          )
+          .select(['c.owner_did', 'c.connector_name', 'c.partition', 'c.provenance', 'c.document_id'])
+          .where('r.committed_at', 'is not', null)
+          .where('c.state', 'in', ['applied', 'kept', 'failed'])
+          .limit(batchSize);
+        // Lock only the candidate rows: the receipt stays free for readers and commits.
+        if (postgres) keys = keys.modifyEnd(sql`for update of c skip locked`);
+        return eb(
+          refTuple('owner_did', 'connector_name', 'partition', 'provenance', 'document_id'),
+          'in',
+          keys.$asTuple('owner_did', 'connector_name', 'partition', 'provenance', 'document_id'),
+        );
+      })
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  });
+
+  return { operations, pendingAuthorizations, sweepCandidates, complete };
+}

@@ -1,0 +1,23 @@
+/** Deletion sweeps: receipts, candidates, checkpoints (SPEC §3.6). */
+export type { SweepCandidate, SweepCandidateKey, SweepCandidateState, SweepCheckpoint, SweepKey, SweepOutcome, SweepReceipt, SweepReceiptKey } from './types.js';
+export { TERMINAL_SWEEP_CANDIDATE_STATES } from './types.js';
+export { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './rows.js';
+export { getSweepReceipt, recordSweepReceipt } from './receipts.js';
+export type { RecordSweepReceiptInput, RecordSweepReceiptResult, SweepCandidateInput } from './receipts.js';
+export {
+  getSweepCandidate,
+  getSweepCandidatesByDocumentIDs,
+  listDueSweepCandidates,
+  listSweepCandidatesOfReceipt,
+  MAX_SWEEP_APPLY_ATTEMPTS,
+  recordSweepApplyFailure,
+  recordSweepOutcome,
+  SWEEP_APPLY_BACKOFF_BASE_MS,
+  SWEEP_APPLY_BACKOFF_MAX_MS,
+  SWEEP_LAST_ERROR_MAX_LENGTH,
+  sweepApplyBackoffMs,
+} from './candidates.js';
+export type { ListDueSweepCandidatesOptions, SweepApplyFailureInput, SweepOutcomeInput } from './candidates.js';
+export { getSweepCheckpoint } from './checkpoints.js';
+export { commitSweepReceipt } from './commit.js';
+export type { CommitSweepReceiptResult } from './commit.js';

@@ -1,0 +1,153 @@
+/** Recording and reading sweep receipts (one listing pass and its deletion candidates). */
+import type { StoreContext } from '../context.js';
+import { changedAny, inTransaction } from '../context.js';
+import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
+import { rowToSweepReceipt } from './rows.js';
+import type { SweepReceipt, SweepReceiptKey } from './types.js';
+import { assertNonNegativeInteger, assertReceiptKey } from './validation.js';
+
+/** A document the listing pass did not keep. */
+export interface SweepCandidateInput {
+  documentID: string;
+  sourceID: string;
+  modelID: string;
+}
+
+/** Input of {@link recordSweepReceipt}. */
+export interface RecordSweepReceiptInput {
+  key: SweepReceiptKey;
+  /** The pass's position in the partition's order of passes; the checkpoint never moves back past it. */
+  sequence: number;
+  modelID: string;
+  scope: string;
+  keep: string;
+  sourceFetchHLC: string;
+  /** Default null. */
+  predicate?: string | null;
+  kind: string;
+  complete: boolean;
+  /** The partition's local documents the pass did not keep; each becomes a `pending` candidate due now. */
+  candidates: readonly SweepCandidateInput[];
+}
+
+/** What {@link recordSweepReceipt} did. */
+export interface RecordSweepReceiptResult {
+  /** False when the receipt already existed (a replay): nothing was written. */
+  created: boolean;
+  receipt: SweepReceipt;
+}
+
+// 13 bound values per candidate row: 500 rows stay far below both dialects' parameter limits.
+const CANDIDATE_INSERT_CHUNK = 500;
+
+/**
+ * Records one listing pass and its deletion candidates in one transaction.
+ * Idempotent on the receipt key: re-recording an identical receipt writes
+ * nothing and returns the stored one (candidates keep their progress; the
+ * replayed candidate list is not compared). A receipt with the same key but
+ * different fields is an {@link IdempotencyConflictError} naming the first
+ * differing field, and nothing is written.
+ */
+export async function recordSweepReceipt(store: StoreContext, input: RecordSweepReceiptInput): Promise<RecordSweepReceiptResult> {
+  assertReceiptKey(input.key);
+  assertNonNegativeInteger(input.sequence, 'sequence');
+  const seen = new Set<string>();
+  for (const [index, candidate] of input.candidates.entries()) {
+    if (typeof candidate.documentID !== 'string' || candidate.documentID === '') {
+      throw new InvalidInputError(`candidates[${index}].documentID`, 'must be a non-empty string');
+    }
+    if (seen.has(candidate.documentID)) {
+      throw new InvalidInputError(`candidates[${index}].documentID`, 'names a document already listed in this receipt');
+    }
+    seen.add(candidate.documentID);
+  }
+
+  const { key } = input;
+  const predicate = input.predicate ?? null;
+  return inTransaction(store, async (tx) => {
+    const now = tx.now();
+    const inserted = await tx.db
+      .insertInto('kubun_connector_sweep_receipt')
+      .values({
+        owner_did: key.ownerDID,
+        connector_name: key.connectorName,
+        partition: key.partition,
+        provenance: key.provenance,
+        sequence: input.sequence,
+        model_id: input.modelID,
+        scope: input.scope,
+        keep: input.keep,
+        source_fetch_hlc: input.sourceFetchHLC,
+        predicate,
+        kind: input.kind,
+        complete: input.complete ? 1 : 0,
+        created_at: now,
+        committed_at: null,
+      })
+      // A concurrent record of the same key waits for the first to commit and then does nothing.
+      .onConflict((oc) => oc.columns(['owner_did', 'connector_name', 'partition', 'provenance']).doNothing())
+      .executeTakeFirst();
+
+    if (!changedAny(inserted)) {
+      const existing = await getSweepReceipt(tx, key);
+      if (existing === null) throw new Error('sweep receipt vanished between insert and read');
+      const differing = firstDifferingField(existing, { ...input, predicate });
+      if (differing !== null) throw new IdempotencyConflictError(differing);
+      return { created: false, receipt: existing };
+    }
+
+    for (let start = 0; start < input.candidates.length; start += CANDIDATE_INSERT_CHUNK) {
+      const chunk = input.candidates.slice(start, start + CANDIDATE_INSERT_CHUNK);
+      await tx.db
+        .insertInto('kubun_connector_sweep_candidate')
+        .values(
+          chunk.map((candidate) => ({
+            owner_did: key.ownerDID,
+            connector_name: key.connectorName,
+            partition: key.partition,
+            provenance: key.provenance,
+            document_id: candidate.documentID,
+            source_id: candidate.sourceID,
+            model_id: candidate.modelID,
+            state: 'pending',
+            attempts: 0,
+            apply_failures: 0,
+            last_error: null,
+            next_attempt_at: now,
+            updated_at: now,
+          })),
+        )
+        .execute();
+    }
+    const receipt = await getSweepReceipt(tx, key);
+    if (receipt === null) throw new Error('sweep receipt missing right after insert');
+    return { created: true, receipt };
+  });
+}
+
+/** Reads one receipt, or null. */
+export async function getSweepReceipt(store: StoreContext, key: SweepReceiptKey): Promise<SweepReceipt | null> {
+  const row = await store.db
+    .selectFrom('kubun_connector_sweep_receipt')
+    .selectAll()
+    .where((eb) =>
+      eb.and({ owner_did: key.ownerDID, connector_name: key.connectorName, partition: key.partition, provenance: key.provenance }),
+    )
+    .executeTakeFirst();
+  return row === undefined ? null : rowToSweepReceipt(row);
+}
+
+function firstDifferingField(stored: SweepReceipt, input: RecordSweepReceiptInput & { predicate: string | null }): string | null {
+  const pairs: [string, unknown, unknown][] = [
+    ['sequence', stored.sequence, input.sequence],
+    ['modelID', stored.modelID, input.modelID],
+    ['scope', stored.scope, input.scope],
+    ['keep', stored.keep, input.keep],
+    ['sourceFetchHLC', stored.sourceFetchHLC, input.sourceFetchHLC],
+    ['predicate', stored.predicate, input.predicate],
+    ['kind', stored.kind, input.kind],
+    ['complete', stored.complete, input.complete],
+  ];
+  for (const [field, a, b] of pairs) if (a !== b) return field;
+  return null;
+}
