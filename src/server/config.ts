@@ -3,9 +3,10 @@
  * Every problem is reported at once, one line each, naming the variable.
  */
 import { z } from 'zod';
+import { isDID } from '../auth/index.js';
 import { parseDatabaseURL, type DatabaseTarget } from '../db/connect.js';
 
-const DID_PATTERN = /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/;
+
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const bool = z
@@ -23,7 +24,7 @@ const EnvSchema = z.object({
     .string()
     .default('')
     .transform((s) => s.split(',').map((d) => d.trim()).filter((d) => d !== ''))
-    .pipe(z.array(z.string().regex(DID_PATTERN, 'each entry must be a DID (did:method:id)'))),
+    .pipe(z.array(z.string().refine(isDID, 'each entry must be a DID (did:method:identifier)'))),
   INSECURE_HEADER_AUTH: bool.default(false),
   GRAPHIQL: bool.optional(),
   INTROSPECTION: bool.default(true),
