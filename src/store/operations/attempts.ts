@@ -1,0 +1,138 @@
+/** A holder's attempts at the provider write: start, mark sent, record the outcome (SPEC §3.3). */
+import type { OperationRow } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
+import { fencedComputedUpdate, fencedUpdate, type FenceRule } from './fence.js';
+import { rowToOperation } from './row.js';
+import { LIVE_OPERATION_STATES, OPERATION_OUTCOME_KINDS, type ConnectorOperation, type ConnectorOperationState, type OperationFence, type OperationOutcomeKind } from './types.js';
+import { requireFence, requireNonEmpty, requireNonNegativeInteger } from './validate.js';
+
+const START: FenceRule = { action: 'start an attempt', states: ['attempted'], requireLiveLease: true };
+const MARK_SENT: FenceRule = { action: 'mark a request sent', states: ['attempted'], requireLiveLease: true };
+const RECORD: FenceRule = { action: 'record an attempt outcome', states: LIVE_OPERATION_STATES, requireLiveLease: false };
+
+/**
+ * Opens an attempt: `attempts + 1`, send marker cleared (this attempt has
+ * sent nothing yet), last kind and HTTP status cleared (no outcome yet).
+ * Needs a live lease on an `attempted` operation: a `reconcile_only` one
+ * must be reconciled first ({@link InvalidStateError}).
+ */
+export async function startOperationAttempt(store: StoreContext, input: OperationFence): Promise<ConnectorOperation> {
+  requireFence(input);
+  const now = store.now();
+  const row = await fencedUpdate(store, input, START, now, (eb) => ({
+    attempts: eb('attempts', '+', 1),
+    send_marker: null,
+    last_kind: null,
+    last_http_status: null,
+    updated_at: now,
+  }));
+  return rowToOperation(row);
+}
+
+/**
+ * Records, before the provider request goes out, that this run is sending
+ * it: a holder that takes over later sees the marker and reconciles instead
+ * of resending. Needs a live lease on an `attempted` operation.
+ */
+export async function markOperationSent(store: StoreContext, input: OperationFence & { sendMarker: string }): Promise<ConnectorOperation> {
+  requireFence(input);
+  requireNonEmpty('sendMarker', input.sendMarker);
+  const now = store.now();
+  const row = await fencedUpdate(store, input, MARK_SENT, now, () => ({ send_marker: input.sendMarker, updated_at: now }));
+  return rowToOperation(row);
+}
+
+/** How an attempt (or a reconcile query) ended short of success. */
+export interface RecordOperationOutcomeInput extends OperationFence {
+  kind: OperationOutcomeKind;
+  /** The provider's HTTP status, if a response came back. Default `null` (stored as such). */
+  lastHTTPStatus?: number | null;
+  /** The provider's etag. Omitted: the stored etag is kept (an offline failure has none). */
+  providerEtag?: string | null;
+  /** The provider's retry-after, in ms; wins over a shorter backoff. */
+  retryAfterMs?: number;
+}
+
+/**
+ * Records an outcome and reschedules (version unchanged; the lease is left
+ * to the holder to release or let expire). On a live operation:
+ * - `retryable`: backoff with jitter (retry-after wins when longer); on an
+ *   `attempted` operation whose attempts reached `maxAttempts`, `dead`.
+ * - `unknown`: `reconcile_only`, due after the same backoff (never dead: the
+ *   write may have landed).
+ * - `fatal`: `dead`.
+ * - `offline` / `auth`: `defer_reason` set, due after `deferralDelayMs`,
+ *   and the attempt is not spent: the one opened by the last
+ *   {@link startOperationAttempt} is given back if no outcome was recorded
+ *   for it yet (so recording twice, or without starting, gives nothing back).
+ * On a `reconcile_only` operation (its holder could not reconcile) the state
+ * stays, except `fatal` → `dead`; no attempt is spent or given back there.
+ */
+export async function recordOperationOutcome(
+  store: StoreContext,
+  input: RecordOperationOutcomeInput,
+  policy?: Partial<OperationRetryPolicy>,
+): Promise<ConnectorOperation> {
+  requireFence(input);
+  if (!(OPERATION_OUTCOME_KINDS as readonly string[]).includes(input.kind)) {
+    throw new InvalidInputError('kind', `must be one of ${OPERATION_OUTCOME_KINDS.join(', ')}`);
+  }
+  if (input.lastHTTPStatus !== undefined && input.lastHTTPStatus !== null) requireNonNegativeInteger('lastHTTPStatus', input.lastHTTPStatus);
+  if (input.retryAfterMs !== undefined) requireNonNegativeInteger('retryAfterMs', input.retryAfterMs);
+  const resolved = resolveRetryPolicy(policy);
+  const now = store.now();
+  const row = await fencedComputedUpdate(store, input, RECORD, now, (current) => {
+    const next = reschedule(current, input, resolved, now);
+    return {
+      set: () => ({
+        ...next,
+        last_kind: input.kind,
+        last_http_status: input.lastHTTPStatus ?? null,
+        ...(input.providerEtag !== undefined ? { provider_etag: input.providerEtag } : {}),
+        updated_at: now,
+      }),
+      // The values the schedule was computed from.
+      guard: (eb) =>
+        eb.and([
+          eb('state', '=', current.state),
+          eb('attempts', '=', Number(current.attempts)),
+          current.last_kind === null ? eb('last_kind', 'is', null) : eb('last_kind', '=', current.last_kind),
+        ]),
+    };
+  });
+  return rowToOperation(row);
+}
+
+interface Schedule {
+  state: ConnectorOperationState;
+  attempts: number;
+  next_attempt_at: number | null;
+  defer_reason: string | null;
+}
+
+function reschedule(row: OperationRow, input: RecordOperationOutcomeInput, policy: OperationRetryPolicy, now: number): Schedule {
+  const state = row.state as ConnectorOperationState;
+  const attempts = Number(row.attempts);
+  const dead: Schedule = { state: 'dead', attempts, next_attempt_at: null, defer_reason: null };
+  switch (input.kind) {
+    case 'fatal':
+      return dead;
+    case 'offline':
+    case 'auth': {
+      const attemptOpen = state === 'attempted' && row.last_kind === null;
+      return {
+        state,
+        attempts: attemptOpen ? Math.max(attempts - 1, 0) : attempts,
+        next_attempt_at: now + policy.deferralDelayMs,
+        defer_reason: input.kind,
+      };
+    }
+    case 'unknown':
+      return { state: 'reconcile_only', attempts, next_attempt_at: now + operationBackoffDelay(attempts, policy, input.retryAfterMs), defer_reason: null };
+    case 'retryable':
+      if (state === 'attempted' && attempts >= policy.maxAttempts) return dead;
+      return { state, attempts, next_attempt_at: now + operationBackoffDelay(attempts, policy, input.retryAfterMs), defer_reason: null };
+  }
+}

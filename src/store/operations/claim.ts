@@ -1,0 +1,170 @@
+/** Claiming an operation by idempotency key: create, take over, replay or refuse (SPEC §3.3). */
+import type { OperationRow } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { IdempotencyConflictError, InvalidInputError, StaleVersionError } from '../errors.js';
+import { isLeaseLive, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
+import { takeOverLease } from './takeover.js';
+import { OPERATION_OPS, type ConnectorOperation, type ConnectorOperationOp, type OperationLease } from './types.js';
+import { requireNonEmpty, requirePositiveMs } from './validate.js';
+
+/** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
+export interface ClaimOperationInput {
+  callerDID: string;
+  operationID: string;
+  ownerDID: string;
+  connectorName: string;
+  model: string;
+  op: ConnectorOperationOp;
+  accountKey: string;
+  target: string;
+  /** The provider's id of the target document, when known. Default `null`. */
+  sourceID?: string | null;
+  deterministicEventID: string;
+  payloadHash: string;
+  reissueIntent: string;
+  /** Lease length in ms (a positive integer). */
+  leaseMs: number;
+}
+
+/**
+ * CLAIMED: the caller holds a lease (a new operation, or a taken-over one).
+ * REPLAYED: the operation committed before; here is its result.
+ * DEAD: the operation was given up. IN_FLIGHT: another holder's lease is live.
+ */
+export type ClaimOutcome = 'CLAIMED' | 'REPLAYED' | 'DEAD' | 'IN_FLIGHT';
+
+/** The result of a claim. `lease` only with CLAIMED, `replay` only with REPLAYED. */
+export interface ClaimOperationResult {
+  outcome: ClaimOutcome;
+  operation: ConnectorOperation;
+  lease?: OperationLease;
+  replay?: { documentID: string | null; resultEntity: unknown };
+}
+
+/**
+ * The fields that make a claim the same write as the stored one, checked in
+ * this order; the first that differs is named in the conflict. Other inputs
+ * (account key, source id, deterministic event id, reissue intent) are taken
+ * from the first claim and a later claim's values are ignored.
+ */
+const IDENTITY_FIELDS = [
+  ['ownerDID', 'owner_did'],
+  ['connectorName', 'connector_name'],
+  ['model', 'model'],
+  ['op', 'op'],
+  ['target', 'target'],
+  ['payloadHash', 'payload_hash'],
+] as const satisfies readonly (readonly [keyof ClaimOperationInput, keyof OperationRow])[];
+
+/** Rounds of reload-and-re-evaluate after a lost insert or takeover race. */
+const MAX_CLAIM_ROUNDS = 5;
+
+/**
+ * Claims the operation `(callerDID, operationID)`: inserts it as `attempted`
+ * with a lease when new, takes over an absent or expired lease of a live one
+ * (an attempted row with a send marker becomes `reconcile_only`), replays a
+ * committed one, reports a dead one or a live lease held by someone else, and
+ * refuses with {@link IdempotencyConflictError} when the stored write differs.
+ */
+export async function claimOperation(store: StoreContext, input: ClaimOperationInput): Promise<ClaimOperationResult> {
+  validateClaim(input);
+  const now = store.now();
+  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+    const row = await selectOperationRow(store, input);
+    if (row === undefined) {
+      const inserted = await insertClaimed(store, input, now);
+      if (inserted !== undefined) return inserted;
+      continue; // a concurrent claim inserted first: judge its row
+    }
+    const settled = judgeExisting(row, input, now);
+    if (settled !== undefined) return settled;
+    const taken = await takeOverLease(store, row, input.leaseMs, now);
+    if (taken !== undefined) return claimed(taken.row, taken.token);
+  }
+  // Every round lost a race: someone else keeps winning the row.
+  const row = await selectOperationRow(store, input);
+  if (row === undefined) throw new StaleVersionError('operation');
+  return judgeExisting(row, input, now) ?? { outcome: 'IN_FLIGHT', operation: rowToOperation(row) };
+}
+
+/** The outcome for an existing row, or `undefined` when its lease may be taken over. */
+function judgeExisting(row: OperationRow, input: ClaimOperationInput, now: number): ClaimOperationResult | undefined {
+  checkSameWrite(row, input);
+  if (row.state === 'committed') {
+    const operation = rowToOperation(row);
+    return { outcome: 'REPLAYED', operation, replay: { documentID: operation.documentID, resultEntity: operation.resultEntity } };
+  }
+  if (row.state === 'dead') return { outcome: 'DEAD', operation: rowToOperation(row) };
+  if (isLeaseLive(row, now)) return { outcome: 'IN_FLIGHT', operation: rowToOperation(row) };
+  return undefined;
+}
+
+async function insertClaimed(store: StoreContext, input: ClaimOperationInput, now: number): Promise<ClaimOperationResult | undefined> {
+  const token = store.getRandomID();
+  const row = await store.db
+    .insertInto(OPERATION_TABLE)
+    .values({
+      caller_did: input.callerDID,
+      operation_id: input.operationID,
+      node_key: store.getRandomID(),
+      owner_did: input.ownerDID,
+      connector_name: input.connectorName,
+      model: input.model,
+      op: input.op,
+      account_key: input.accountKey,
+      target: input.target,
+      source_id: input.sourceID ?? null,
+      deterministic_event_id: input.deterministicEventID,
+      payload_hash: input.payloadHash,
+      reissue_intent: input.reissueIntent,
+      state: 'attempted',
+      attempts: 0,
+      next_attempt_at: now,
+      version: 0,
+      incarnation: store.getRandomID(),
+      lease_token: token,
+      lease_expires_at: now + input.leaseMs,
+      created_at: now,
+      updated_at: now,
+    })
+    // Only the idempotency key may conflict: a node_key collision must fail loudly, not loop.
+    .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  return row === undefined ? undefined : claimed(row, token);
+}
+
+function claimed(row: OperationRow, token: string): ClaimOperationResult {
+  const operation = rowToOperation(row);
+  return {
+    outcome: 'CLAIMED',
+    operation,
+    lease: { token, expiresAt: operation.leaseExpiresAt as number, version: operation.version },
+  };
+}
+
+function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
+  for (const [field, column] of IDENTITY_FIELDS) {
+    if (row[column] !== input[field]) throw new IdempotencyConflictError(field);
+  }
+}
+
+function validateClaim(input: ClaimOperationInput): void {
+  for (const field of [
+    'callerDID',
+    'operationID',
+    'ownerDID',
+    'connectorName',
+    'model',
+    'accountKey',
+    'target',
+    'deterministicEventID',
+    'payloadHash',
+    'reissueIntent',
+  ] as const) {
+    requireNonEmpty(field, input[field]);
+  }
+  if (!(OPERATION_OPS as readonly string[]).includes(input.op)) throw new InvalidInputError('op', `must be one of ${OPERATION_OPS.join(', ')}`);
+  if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmpty('sourceID', input.sourceID);
+  requirePositiveMs('leaseMs', input.leaseMs);
+}

@@ -1,0 +1,55 @@
+/** Scheduling reads and writes that are not a holder's: due work and resuming deferrals (SPEC §3.3). */
+import type { StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { LIVE_OPERATION_STATES, type ConnectorOperation } from './types.js';
+import { OPERATION_TABLE, rowToOperation } from './row.js';
+import { requireNonEmpty, requireNonNegativeInteger } from './validate.js';
+
+/** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
+export type ResumeDeferredInput = { reason: 'offline' } | { reason: 'auth'; ownerDID: string; connectorName: string };
+
+/**
+ * Makes matching deferred live operations due now (`next_attempt_at = now`,
+ * `defer_reason` null); leases and versions are untouched. `offline`: every
+ * owner's (the device reconnected). `auth`: one owner's connector (they just
+ * authorized). Returns how many operations were resumed.
+ */
+export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<number> {
+  if (input.reason !== 'offline' && input.reason !== 'auth') throw new InvalidInputError('reason', 'must be offline or auth');
+  const now = store.now();
+  let query = store.db
+    .updateTable(OPERATION_TABLE)
+    .set({ next_attempt_at: now, defer_reason: null, updated_at: now })
+    .where('state', 'in', [...LIVE_OPERATION_STATES])
+    .where('defer_reason', '=', input.reason);
+  if (input.reason === 'auth') {
+    requireNonEmpty('ownerDID', input.ownerDID);
+    requireNonEmpty('connectorName', input.connectorName);
+    query = query.where('owner_did', '=', input.ownerDID).where('connector_name', '=', input.connectorName);
+  }
+  const result = await query.executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/**
+ * Live operations ready for a worker: `next_attempt_at <= now`, not
+ * deferred, lease absent or expired; oldest first (`next_attempt_at`, then
+ * `node_key`), at most `limit`. `now` defaults to the store clock.
+ */
+export async function listDueOperations(store: StoreContext, input: { limit: number; now?: number }): Promise<ConnectorOperation[]> {
+  requireNonNegativeInteger('limit', input.limit);
+  if (input.limit === 0) return [];
+  const now = input.now ?? store.now();
+  const rows = await store.db
+    .selectFrom(OPERATION_TABLE)
+    .selectAll()
+    .where('state', 'in', [...LIVE_OPERATION_STATES])
+    .where('next_attempt_at', '<=', now)
+    .where('defer_reason', 'is', null)
+    .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
+    .orderBy('next_attempt_at', 'asc')
+    .orderBy('node_key', 'asc')
+    .limit(input.limit)
+    .execute();
+  return rows.map(rowToOperation);
+}

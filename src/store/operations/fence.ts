@@ -1,0 +1,102 @@
+/**
+ * Fenced holder writes. Each is one conditional UPDATE guarded by the key,
+ * `version = expected AND lease_token = token` (plus the write's own state
+ * and lease-liveness guards) that never changes the version. When it matches
+ * no row, the row is read once to say why: gone, stale lease, or wrong state.
+ */
+import type { ExpressionBuilder, ExpressionWrapper, SqlBool, UpdateObject } from 'kysely';
+import type { Database, OperationRow } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { InvalidStateError, NotFoundError, StaleLeaseError } from '../errors.js';
+import { isLeaseLive, OPERATION_TABLE, selectOperationRow } from './row.js';
+import type { ConnectorOperationState, OperationFence } from './types.js';
+
+type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
+
+/** When a fenced write is allowed beyond matching version and token. */
+export interface FenceRule {
+  /** What the write does, for error messages ("start an attempt"). */
+  action: string;
+  /** States the write applies to. */
+  states: readonly ConnectorOperationState[];
+  /**
+   * Whether the lease must still be live (`lease_expires_at > now`). Writes
+   * that lead to a provider request (start attempt, mark sent) and renew
+   * require it; writes that report what already happened (record outcome,
+   * reconcile result) and release only need the fence, because until another
+   * holder takes over, the version has not moved and nobody else can act.
+   */
+  requireLiveLease: boolean;
+}
+
+/** Bound on rounds lost to the row changing between read and write. */
+const MAX_ROUNDS = 5;
+
+type OperationUpdate = UpdateObject<Database, typeof OPERATION_TABLE>;
+type OperationGuard = ExpressionWrapper<Database, typeof OPERATION_TABLE, SqlBool>;
+
+function fencedQuery(store: StoreContext, fence: OperationFence, rule: FenceRule, now: number, set: (eb: OperationEB) => OperationUpdate) {
+  let query = store.db
+    .updateTable(OPERATION_TABLE)
+    .set(set)
+    .where('caller_did', '=', fence.key.callerDID)
+    .where('operation_id', '=', fence.key.operationID)
+    .where('version', '=', fence.version)
+    .where('lease_token', '=', fence.leaseToken)
+    .where('state', 'in', [...rule.states]);
+  if (rule.requireLiveLease) query = query.where('lease_expires_at', '>', now);
+  return query;
+}
+
+/** Runs one fenced UPDATE whose new values do not depend on the row, and returns the updated row. */
+export async function fencedUpdate(
+  store: StoreContext,
+  fence: OperationFence,
+  rule: FenceRule,
+  now: number,
+  set: (eb: OperationEB) => OperationUpdate,
+): Promise<OperationRow> {
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const row = await fencedQuery(store, fence, rule, now, set).returningAll().executeTakeFirst();
+    if (row !== undefined) return row;
+    // Throws unless the row now passes (it changed back between the two statements).
+    explainFencedMiss(await selectOperationRow(store, fence.key), fence, rule, now);
+  }
+  throw new StaleLeaseError('operation');
+}
+
+/**
+ * A fenced write whose new values are computed from the row: reads the row,
+ * checks the fence, computes, then runs one UPDATE guarded by the fence plus
+ * `guard` (the values the computation read). If only `guard` failed (the
+ * holder raced its own writes), it reads and computes again.
+ */
+export async function fencedComputedUpdate(
+  store: StoreContext,
+  fence: OperationFence,
+  rule: FenceRule,
+  now: number,
+  compute: (row: OperationRow) => { set: (eb: OperationEB) => OperationUpdate; guard: (eb: OperationEB) => OperationGuard },
+): Promise<OperationRow> {
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const current = await selectOperationRow(store, fence.key);
+    explainFencedMiss(current, fence, rule, now);
+    const { set, guard } = compute(current);
+    const row = await fencedQuery(store, fence, rule, now, set).where(guard).returningAll().executeTakeFirst();
+    if (row !== undefined) return row;
+  }
+  throw new StaleLeaseError('operation');
+}
+
+/**
+ * Throws the error a fenced write deserves given the current row; returns
+ * only when the row would pass the fence and the rule.
+ */
+export function explainFencedMiss(row: OperationRow | undefined, fence: OperationFence, rule: FenceRule, now: number): asserts row is OperationRow {
+  if (row === undefined) throw new NotFoundError('operation');
+  if (Number(row.version) !== fence.version || row.lease_token !== fence.leaseToken) throw new StaleLeaseError('operation');
+  if (rule.requireLiveLease && !isLeaseLive(row, now)) throw new StaleLeaseError('operation');
+  if (!rule.states.includes(row.state as ConnectorOperationState)) {
+    throw new InvalidStateError(`cannot ${rule.action}: operation is ${row.state} (allowed: ${rule.states.join(', ')})`);
+  }
+}

@@ -1,0 +1,21 @@
+/** Write-back operations (SPEC §3.3): claim, fenced leases, attempts, reconcile, due work, reads and listings. */
+export * from './types.js';
+export { rowToOperation } from './row.js';
+export { claimOperation, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
+export { acquireOperationLease, renewOperationLease, releaseOperationLease, type AcquireOperationLeaseResult } from './leases.js';
+export { startOperationAttempt, markOperationSent, recordOperationOutcome, type RecordOperationOutcomeInput } from './attempts.js';
+export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
+export { recordReconcileResult, type RecordReconcileResultInput } from './reconcile.js';
+export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
+export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './reads.js';
+export {
+  countOperations,
+  countOperationsByState,
+  listOperations,
+  operationCursor,
+  type ListOperationsInput,
+  type OperationCursor,
+  type OperationFilter,
+  type OperationPage,
+  type OperationScope,
+} from './listing.js';

@@ -1,0 +1,80 @@
+/** Fenced leases of an operation: acquire (epoch + 1), renew and release (epoch unchanged). */
+import type { StoreContext } from '../context.js';
+import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
+import { fencedUpdate, type FenceRule } from './fence.js';
+import { isLeaseLive, isLiveState, rowToOperation, selectOperationRow } from './row.js';
+import { takeOverLease } from './takeover.js';
+import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
+import { requireFence, requireKey, requirePositiveMs } from './validate.js';
+
+/**
+ * `acquired: true`: the caller now holds the lease (version advanced by one).
+ * `acquired: false`: another holder's lease is live; nothing changed.
+ */
+export type AcquireOperationLeaseResult =
+  | { acquired: true; operation: ConnectorOperation; lease: OperationLease }
+  | { acquired: false; operation: ConnectorOperation };
+
+/** Rounds of reload-and-re-evaluate after a lost takeover CAS. */
+const MAX_ACQUIRE_ROUNDS = 5;
+
+/**
+ * Takes the absent or expired lease of a live operation by CAS on its
+ * version (version + 1, new token; an attempted row with a send marker
+ * becomes `reconcile_only`). A live lease held by anyone, the caller
+ * included, gives `acquired: false`. A terminal operation is an
+ * {@link InvalidStateError}, an unknown key a {@link NotFoundError}.
+ */
+export async function acquireOperationLease(
+  store: StoreContext,
+  input: { key: OperationKey; leaseMs: number },
+): Promise<AcquireOperationLeaseResult> {
+  requireKey(input.key);
+  requirePositiveMs('leaseMs', input.leaseMs);
+  const now = store.now();
+  for (let round = 0; round < MAX_ACQUIRE_ROUNDS; round++) {
+    const row = await selectOperationRow(store, input.key);
+    if (row === undefined) throw new NotFoundError('operation');
+    if (!isLiveState(row.state)) throw new InvalidStateError(`cannot acquire a lease: operation is ${row.state}`);
+    if (isLeaseLive(row, now)) return { acquired: false, operation: rowToOperation(row) };
+    const taken = await takeOverLease(store, row, input.leaseMs, now);
+    if (taken !== undefined) {
+      const operation = rowToOperation(taken.row);
+      return { acquired: true, operation, lease: { token: taken.token, expiresAt: operation.leaseExpiresAt as number, version: operation.version } };
+    }
+  }
+  throw new StaleVersionError('operation');
+}
+
+const RENEW: FenceRule = { action: 'renew the lease', states: LIVE_OPERATION_STATES, requireLiveLease: true };
+const RELEASE: FenceRule = { action: 'release the lease', states: OPERATION_STATES, requireLiveLease: false };
+
+/**
+ * Extends the holder's live lease to `now + leaseMs`; the version stays.
+ * An expired lease cannot be renewed (acquire a new one): that and a lost
+ * fence are a {@link StaleLeaseError}; a terminal operation an {@link InvalidStateError}.
+ */
+export async function renewOperationLease(
+  store: StoreContext,
+  input: OperationFence & { leaseMs: number },
+): Promise<{ operation: ConnectorOperation; lease: OperationLease }> {
+  requireFence(input);
+  requirePositiveMs('leaseMs', input.leaseMs);
+  const now = store.now();
+  const row = await fencedUpdate(store, input, RENEW, now, () => ({ lease_expires_at: now + input.leaseMs, updated_at: now }));
+  const operation = rowToOperation(row);
+  return { operation, lease: { token: input.leaseToken, expiresAt: operation.leaseExpiresAt as number, version: operation.version } };
+}
+
+/**
+ * Gives the lease up (token and expiry cleared; the version stays), so the
+ * operation is immediately claimable and, if live and due, listed as due.
+ * Works in any state and on an expired lease nobody took over yet; after a
+ * takeover it is a {@link StaleLeaseError}.
+ */
+export async function releaseOperationLease(store: StoreContext, input: OperationFence): Promise<ConnectorOperation> {
+  requireFence(input);
+  const now = store.now();
+  const row = await fencedUpdate(store, input, RELEASE, now, () => ({ lease_token: null, lease_expires_at: null, updated_at: now }));
+  return rowToOperation(row);
+}

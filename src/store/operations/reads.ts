@@ -1,0 +1,53 @@
+/** Point and batched reads of operations (the batched ones back the API's DataLoaders). */
+import type { StoreContext } from '../context.js';
+import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
+import type { ConnectorOperation, OperationKey } from './types.js';
+
+/** The operation with this idempotency key, or `null`. */
+export async function getOperationByKey(store: StoreContext, key: OperationKey): Promise<ConnectorOperation | null> {
+  const row = await selectOperationRow(store, key);
+  return row === undefined ? null : rowToOperation(row);
+}
+
+/** The operation with this node key (its public identity), or `null`. */
+export async function getOperationByNodeKey(store: StoreContext, nodeKey: string): Promise<ConnectorOperation | null> {
+  const row = await store.db.selectFrom(OPERATION_TABLE).selectAll().where('node_key', '=', nodeKey).executeTakeFirst();
+  return row === undefined ? null : rowToOperation(row);
+}
+
+/**
+ * The operations of `nodeKeys` in one statement, aligned with the input
+ * (`null` where none; a repeated key gets the same operation twice).
+ */
+export async function getOperationsByNodeKeys(store: StoreContext, nodeKeys: readonly string[]): Promise<(ConnectorOperation | null)[]> {
+  if (nodeKeys.length === 0) return [];
+  const rows = await store.db
+    .selectFrom(OPERATION_TABLE)
+    .selectAll()
+    .where('node_key', 'in', [...new Set(nodeKeys)])
+    .execute();
+  const byKey = new Map(rows.map((row) => [row.node_key, rowToOperation(row)]));
+  return nodeKeys.map((nodeKey) => byKey.get(nodeKey) ?? null);
+}
+
+/**
+ * The operations naming each document, in one statement: every requested
+ * document id is a key of the map (an empty array when none), each list
+ * newest first (`created_at`, then `node_key`, descending).
+ */
+export async function getOperationsByDocumentIDs(
+  store: StoreContext,
+  documentIDs: readonly string[],
+): Promise<Map<string, ConnectorOperation[]>> {
+  const byDocument = new Map<string, ConnectorOperation[]>(documentIDs.map((id) => [id, []]));
+  if (byDocument.size === 0) return byDocument;
+  const rows = await store.db
+    .selectFrom(OPERATION_TABLE)
+    .selectAll()
+    .where('document_id', 'in', [...byDocument.keys()])
+    .orderBy('created_at', 'desc')
+    .orderBy('node_key', 'desc')
+    .execute();
+  for (const row of rows) byDocument.get(row.document_id as string)?.push(rowToOperation(row));
+  return byDocument;
+}

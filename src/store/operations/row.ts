@@ -1,0 +1,70 @@
+/** Row ↔ domain mapping of `kubun_connector_operation`, and small shared predicates. */
+import type { OperationRow } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { decodeJSONColumn } from '../json.js';
+import type {
+  ConnectorOperation,
+  ConnectorOperationOp,
+  ConnectorOperationState,
+  OperationDeferReason,
+  OperationKey,
+  OperationOutcomeKind,
+} from './types.js';
+
+export const OPERATION_TABLE = 'kubun_connector_operation';
+
+/** Maps a row to the domain type, dropping the lease token and send marker. */
+export function rowToOperation(row: OperationRow): ConnectorOperation {
+  return {
+    callerDID: row.caller_did,
+    operationID: row.operation_id,
+    nodeKey: row.node_key,
+    ownerDID: row.owner_did,
+    connectorName: row.connector_name,
+    model: row.model,
+    op: row.op as ConnectorOperationOp,
+    accountKey: row.account_key,
+    target: row.target,
+    sourceID: row.source_id,
+    deterministicEventID: row.deterministic_event_id,
+    payloadHash: row.payload_hash,
+    reissueIntent: row.reissue_intent,
+    providerEtag: row.provider_etag,
+    documentID: row.document_id,
+    resultEntity: decodeJSONColumn(row.result_entity),
+    state: row.state as ConnectorOperationState,
+    attempts: Number(row.attempts),
+    nextAttemptAt: row.next_attempt_at === null ? null : Number(row.next_attempt_at),
+    deferReason: row.defer_reason as OperationDeferReason | null,
+    sendMarkerSet: row.send_marker !== null,
+    lastKind: row.last_kind as OperationOutcomeKind | null,
+    lastHTTPStatus: row.last_http_status === null ? null : Number(row.last_http_status),
+    version: Number(row.version),
+    incarnation: row.incarnation,
+    leaseExpiresAt: row.lease_expires_at === null ? null : Number(row.lease_expires_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+/**
+ * A lease is live while `lease_expires_at > now`; at exactly its expiry
+ * instant it is already expired (and may be taken over).
+ */
+export function isLeaseLive(row: Pick<OperationRow, 'lease_token' | 'lease_expires_at'>, now: number): boolean {
+  return row.lease_token !== null && row.lease_expires_at !== null && Number(row.lease_expires_at) > now;
+}
+
+export function isLiveState(state: string): boolean {
+  return state === 'attempted' || state === 'reconcile_only';
+}
+
+/** Reads the raw row of `key` (lease token included: internal use only). */
+export async function selectOperationRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
+  return store.db
+    .selectFrom(OPERATION_TABLE)
+    .selectAll()
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .executeTakeFirst();
+}

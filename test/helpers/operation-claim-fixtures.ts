@@ -1,0 +1,125 @@
+/** Fixtures for the write-back operation tests: claim inputs, raw rows, and interleaving hooks. */
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
+import type { OperationRow } from '../../src/db/tables.js';
+import type { StoreContext } from '../../src/store/context.js';
+import { encodeJSONColumn } from '../../src/store/json.js';
+import { claimOperation, type ClaimOperationInput, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from '../../src/store/operations/index.js';
+
+export const CALLER = 'did:key:z6MkCaller';
+export const OWNER = 'did:key:z6MkOwner';
+export const LEASE_MS = 30_000;
+
+/** A claim input with sensible defaults. */
+export function claimInput(overrides: Partial<ClaimOperationInput> = {}): ClaimOperationInput {
+  return {
+    callerDID: CALLER,
+    operationID: 'op-1',
+    ownerDID: OWNER,
+    connectorName: 'google',
+    model: 'contact',
+    op: 'create',
+    accountKey: 'account-1',
+    target: 'contacts',
+    sourceID: null,
+    deterministicEventID: 'event-1',
+    payloadHash: 'hash-1',
+    reissueIntent: 'none',
+    leaseMs: LEASE_MS,
+    ...overrides,
+  };
+}
+
+export function keyOf(input: { callerDID: string; operationID: string }): OperationKey {
+  return { callerDID: input.callerDID, operationID: input.operationID };
+}
+
+/** Claims a fresh operation and returns it with its lease and fence. */
+export async function claimFresh(
+  store: StoreContext,
+  overrides: Partial<ClaimOperationInput> = {},
+): Promise<{ operation: ConnectorOperation; lease: OperationLease; fence: OperationFence }> {
+  const input = claimInput(overrides);
+  const result = await claimOperation(store, input);
+  if (result.outcome !== 'CLAIMED' || result.lease === undefined) throw new Error(`expected CLAIMED, got ${result.outcome}`);
+  return { operation: result.operation, lease: result.lease, fence: { key: keyOf(input), version: result.lease.version, leaseToken: result.lease.token } };
+}
+
+/** The raw row (secrets included), for asserting that a refused write changed nothing. */
+export async function rawRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
+  return store.db
+    .selectFrom('kubun_connector_operation')
+    .selectAll()
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .executeTakeFirst();
+}
+
+/** What finalize (another module) does to the row, for tests that need a committed operation. */
+export async function commitDirectly(store: StoreContext, key: OperationKey, documentID: string, resultEntity: unknown): Promise<void> {
+  await store.db
+    .updateTable('kubun_connector_operation')
+    .set({ state: 'committed', document_id: documentID, result_entity: encodeJSONColumn(resultEntity), updated_at: store.now() })
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .execute();
+}
+
+/** Sets columns directly (test set-up only). */
+export async function setColumns(store: StoreContext, key: OperationKey, values: Partial<Omit<OperationRow, 'caller_did' | 'operation_id'>>): Promise<void> {
+  await store.db
+    .updateTable('kubun_connector_operation')
+    .set(values)
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .execute();
+}
+
+/**
+ * A store whose SELECTs call `hook(n)` (n = 1, 2, …) after their result
+ * arrived and their connection was released, before the caller sees it:
+ * a deterministic way to slip a competing write between a read and the
+ * write that depends on it, on either dialect.
+ */
+export function withHookAfterSelects(store: StoreContext, hook: (selectNumber: number) => Promise<void>): StoreContext {
+  let selects = 0;
+  const wrap = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      get(real, property) {
+        const value = Reflect.get(real, property, real) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property === 'execute' || property === 'executeTakeFirst' || property === 'executeTakeFirstOrThrow') {
+          return async (...args: unknown[]) => {
+            const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+            const node = (real as { toOperationNode?: () => { kind: string } }).toOperationNode?.();
+            if (node?.kind === 'SelectQueryNode') await hook(++selects);
+            return result;
+          };
+        }
+        return (...args: unknown[]) => {
+          const out = (value as (...a: unknown[]) => unknown).apply(real, args);
+          return out !== null && typeof out === 'object' && !(out instanceof Promise) ? wrap(out) : out;
+        };
+      },
+    });
+  return { ...store, db: wrap(store.db) };
+}
+
+/** A Kysely plugin that counts the statements run through it. */
+export class StatementCounter implements KyselyPlugin {
+  count = 0;
+  readonly kinds: string[] = [];
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    this.count++;
+    this.kinds.push(args.node.kind);
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return args.result;
+  }
+}
+
+/** The store with a statement counter attached. */
+export function countingStore(store: StoreContext): { store: StoreContext; counter: StatementCounter } {
+  const counter = new StatementCounter();
+  return { store: { ...store, db: store.db.withPlugin(counter) }, counter };
+}

@@ -1,0 +1,267 @@
+import { describe, expect, it } from 'vitest';
+import { IdempotencyConflictError, InvalidInputError } from '../../src/store/errors.js';
+import {
+  acquireOperationLease,
+  claimOperation,
+  markOperationSent,
+  recordOperationOutcome,
+  releaseOperationLease,
+  type ClaimOperationInput,
+} from '../../src/store/operations/index.js';
+import { takeOverLease } from '../../src/store/operations/takeover.js';
+import { describeEachDialect } from '../helpers/databases.js';
+import {
+  claimFresh,
+  claimInput,
+  commitDirectly,
+  keyOf,
+  LEASE_MS,
+  rawRow,
+  setColumns,
+  withHookAfterSelects,
+} from '../helpers/operation-claim-fixtures.js';
+
+describeEachDialect('operations: claim', (suite) => {
+  describe('a new key', () => {
+    it('inserts an attempted operation with a lease: CLAIMED', async () => {
+      const now = suite.clock.now();
+      const result = await claimOperation(suite.store, claimInput({ sourceID: 'source-9' }));
+
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.replay).toBeUndefined();
+      expect(result.lease).toEqual({ token: expect.any(String), expiresAt: now + LEASE_MS, version: 0 });
+      expect(result.operation).toEqual({
+        callerDID: 'did:key:z6MkCaller',
+        operationID: 'op-1',
+        nodeKey: expect.any(String),
+        ownerDID: 'did:key:z6MkOwner',
+        connectorName: 'google',
+        model: 'contact',
+        op: 'create',
+        accountKey: 'account-1',
+        target: 'contacts',
+        sourceID: 'source-9',
+        deterministicEventID: 'event-1',
+        payloadHash: 'hash-1',
+        reissueIntent: 'none',
+        providerEtag: null,
+        documentID: null,
+        resultEntity: null,
+        state: 'attempted',
+        attempts: 0,
+        nextAttemptAt: now,
+        deferReason: null,
+        sendMarkerSet: false,
+        lastKind: null,
+        lastHTTPStatus: null,
+        version: 0,
+        incarnation: expect.any(String),
+        leaseExpiresAt: now + LEASE_MS,
+        createdAt: now,
+        updatedAt: now,
+      });
+      const row = await rawRow(suite.store, keyOf(claimInput()));
+      expect(row?.lease_token).toBe(result.lease?.token);
+      expect(row?.node_key).toBe(result.operation.nodeKey);
+      // Node key, incarnation and token are three independent random ids.
+      expect(new Set([row?.node_key, row?.incarnation, row?.lease_token]).size).toBe(3);
+    });
+
+    it('never exposes the lease token or send marker on the operation', async () => {
+      const { operation, lease, fence } = await claimFresh(suite.store);
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'run-secret-marker' });
+      expect(Object.keys(operation)).not.toContain('leaseToken');
+      expect(Object.keys(operation)).not.toContain('sendMarker');
+      const again = await claimOperation(suite.store, claimInput());
+      const text = JSON.stringify(again);
+      expect(text).not.toContain(lease.token);
+      expect(text).not.toContain('run-secret-marker');
+      expect(again.operation.sendMarkerSet).toBe(true);
+    });
+
+    it('gives each new operation its own node key', async () => {
+      const a = await claimFresh(suite.store, { operationID: 'a' });
+      const b = await claimFresh(suite.store, { operationID: 'b' });
+      const c = await claimFresh(suite.store, { callerDID: 'did:key:z6MkOther', operationID: 'a' });
+      expect(new Set([a.operation.nodeKey, b.operation.nodeKey, c.operation.nodeKey]).size).toBe(3);
+    });
+
+    it('loses an insert race to a concurrent claim and reports IN_FLIGHT', async () => {
+      let competitor: Awaited<ReturnType<typeof claimOperation>> | undefined;
+      const racing = withHookAfterSelects(suite.store, async (n) => {
+        if (n === 1) competitor = await claimOperation(suite.store, claimInput());
+      });
+      const result = await claimOperation(racing, claimInput());
+      expect(competitor?.outcome).toBe('CLAIMED');
+      expect(result.outcome).toBe('IN_FLIGHT');
+      expect(result.lease).toBeUndefined();
+      expect(result.operation.nodeKey).toBe(competitor?.operation.nodeKey);
+    });
+  });
+
+  describe('an existing key', () => {
+    it('with a live lease held: IN_FLIGHT, no lease, row untouched', async () => {
+      await claimFresh(suite.store);
+      const before = await rawRow(suite.store, keyOf(claimInput()));
+      suite.clock.advance(LEASE_MS - 1);
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.outcome).toBe('IN_FLIGHT');
+      expect(result.lease).toBeUndefined();
+      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+    });
+
+    const differing: [keyof ClaimOperationInput, string][] = [
+      ['ownerDID', 'did:key:z6MkSomeoneElse'],
+      ['connectorName', 'github'],
+      ['model', 'event'],
+      ['op', 'update'],
+      ['target', 'calendar'],
+      ['payloadHash', 'hash-2'],
+    ];
+    for (const [field, value] of differing) {
+      it(`with a different ${field}: IdempotencyConflictError naming it, row untouched`, async () => {
+        await claimFresh(suite.store);
+        suite.clock.advance(LEASE_MS * 2); // even an expired lease is not taken over
+        const before = await rawRow(suite.store, keyOf(claimInput()));
+        const error = await claimOperation(suite.store, claimInput({ [field]: value })).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdempotencyConflictError);
+        expect(error).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', field });
+        expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+      });
+    }
+
+    it('conflicts before replaying: a committed key with another payload is refused', async () => {
+      await claimFresh(suite.store);
+      await commitDirectly(suite.store, keyOf(claimInput()), 'doc-1', { id: 'p-1' });
+      await expect(claimOperation(suite.store, claimInput({ payloadHash: 'other' }))).rejects.toBeInstanceOf(IdempotencyConflictError);
+    });
+
+    it('takes other inputs (account key, source id, event id, reissue intent) from the first claim', async () => {
+      await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS);
+      const result = await claimOperation(
+        suite.store,
+        claimInput({ accountKey: 'account-2', sourceID: 's-2', deterministicEventID: 'event-2', reissueIntent: 'reissue' }),
+      );
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.operation).toMatchObject({ accountKey: 'account-1', sourceID: null, deterministicEventID: 'event-1', reissueIntent: 'none' });
+    });
+
+    it('committed: REPLAYED with the recorded result, no lease, row untouched', async () => {
+      await claimFresh(suite.store);
+      await commitDirectly(suite.store, keyOf(claimInput()), 'doc-7', { id: 'provider-7', tags: ['a'] });
+      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.outcome).toBe('REPLAYED');
+      expect(result.lease).toBeUndefined();
+      expect(result.replay).toEqual({ documentID: 'doc-7', resultEntity: { id: 'provider-7', tags: ['a'] } });
+      expect(result.operation.state).toBe('committed');
+      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+    });
+
+    it('dead: DEAD, no lease, whether or not a lease is live', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await recordOperationOutcome(suite.store, { ...fence, kind: 'fatal', lastHTTPStatus: 400 });
+      const live = await claimOperation(suite.store, claimInput());
+      expect(live.outcome).toBe('DEAD');
+      expect(live.lease).toBeUndefined();
+      suite.clock.advance(LEASE_MS * 2);
+      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const expired = await claimOperation(suite.store, claimInput());
+      expect(expired.outcome).toBe('DEAD');
+      expect(expired.operation).toMatchObject({ state: 'dead', lastKind: 'fatal', lastHTTPStatus: 400 });
+      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+    });
+  });
+
+  describe('takeover', () => {
+    it('of an expired lease without a send marker: CLAIMED, new token, version + 1, still attempted', async () => {
+      const first = await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS); // lease_expires_at == now: already expired
+      const now = suite.clock.now();
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.lease).toEqual({ token: expect.any(String), expiresAt: now + LEASE_MS, version: 1 });
+      expect(result.lease?.token).not.toBe(first.lease.token);
+      expect(result.operation).toMatchObject({ state: 'attempted', version: 1, nodeKey: first.operation.nodeKey, updatedAt: now });
+      expect((await rawRow(suite.store, keyOf(claimInput())))?.lease_token).toBe(result.lease?.token);
+    });
+
+    it('of an expired lease with a send marker: the operation becomes reconcile_only', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      suite.clock.advance(LEASE_MS + 1);
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.operation).toMatchObject({ state: 'reconcile_only', version: 1, sendMarkerSet: true });
+    });
+
+    it('of a released lease: CLAIMED at once', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await releaseOperationLease(suite.store, fence);
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.operation.version).toBe(1);
+    });
+
+    it('keeps a reconcile_only operation reconcile_only', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      await recordOperationOutcome(suite.store, { ...fence, kind: 'unknown' });
+      suite.clock.advance(LEASE_MS);
+      const result = await claimOperation(suite.store, claimInput());
+      expect(result.operation).toMatchObject({ state: 'reconcile_only', version: 1 });
+    });
+
+    it('lost to a concurrent takeover: IN_FLIGHT (reload and re-evaluate), not an error', async () => {
+      await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS);
+      let competitor: Awaited<ReturnType<typeof acquireOperationLease>> | undefined;
+      const racing = withHookAfterSelects(suite.store, async (n) => {
+        if (n === 1) competitor = await acquireOperationLease(suite.store, { key: keyOf(claimInput()), leaseMs: LEASE_MS });
+      });
+      const result = await claimOperation(racing, claimInput());
+      expect(competitor?.acquired).toBe(true);
+      expect(result.outcome).toBe('IN_FLIGHT');
+      expect(result.operation.version).toBe(1);
+      expect(result.lease).toBeUndefined();
+    });
+
+    it('CAS: a takeover based on a stale read changes nothing', async () => {
+      await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS);
+      const stale = await rawRow(suite.store, keyOf(claimInput()));
+      await acquireOperationLease(suite.store, { key: keyOf(claimInput()), leaseMs: LEASE_MS });
+      const before = await rawRow(suite.store, keyOf(claimInput()));
+      expect(await takeOverLease(suite.store, stale!, LEASE_MS, suite.clock.now())).toBeUndefined();
+      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+    });
+
+    it('does not steal a lease its holder renewed after the read (renewal keeps the version)', async () => {
+      await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS);
+      const stale = await rawRow(suite.store, keyOf(claimInput()));
+      await setColumns(suite.store, keyOf(claimInput()), { lease_expires_at: suite.clock.now() + 5_000 });
+      expect(await takeOverLease(suite.store, stale!, LEASE_MS, suite.clock.now())).toBeUndefined();
+    });
+
+    it('decides reconcile_only from the row at write time (a mark-sent after the read counts)', async () => {
+      const { fence } = await claimFresh(suite.store);
+      const readBeforeMark = await rawRow(suite.store, keyOf(claimInput()));
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      suite.clock.advance(LEASE_MS);
+      const taken = await takeOverLease(suite.store, readBeforeMark!, LEASE_MS, suite.clock.now());
+      expect(taken?.row.state).toBe('reconcile_only');
+    });
+  });
+
+  describe('input', () => {
+    it('refuses a non-positive lease, an unknown op and empty keys', async () => {
+      await expect(claimOperation(suite.store, claimInput({ leaseMs: 0 }))).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(claimOperation(suite.store, claimInput({ leaseMs: 1.5 }))).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(claimOperation(suite.store, claimInput({ op: 'delete' as never }))).rejects.toMatchObject({ field: 'op' });
+      await expect(claimOperation(suite.store, claimInput({ operationID: '' }))).rejects.toMatchObject({ field: 'operationID' });
+      expect(await rawRow(suite.store, keyOf(claimInput()))).toBeUndefined();
+    });
+  });
+});

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../../src/store/errors.js';
+import {
+  getOperationByKey,
+  listDueOperations,
+  markOperationSent,
+  recordOperationOutcome,
+  releaseOperationLease,
+  resumeDeferred,
+  startOperationAttempt,
+  type OperationFence,
+} from '../../src/store/operations/index.js';
+import { describeEachDialect } from '../helpers/databases.js';
+import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS, rawRow, setColumns } from '../helpers/operation-claim-fixtures.js';
+
+describeEachDialect('operations: scheduling', (suite) => {
+  async function deferred(operationID: string, kind: 'offline' | 'auth', overrides: Parameters<typeof claimInput>[0] = {}): Promise<OperationFence> {
+    const { fence } = await claimFresh(suite.store, { operationID, ...overrides });
+    await startOperationAttempt(suite.store, fence);
+    await recordOperationOutcome(suite.store, { ...fence, kind });
+    await releaseOperationLease(suite.store, fence);
+    return fence;
+  }
+
+  describe('resumeDeferred', () => {
+    it("'offline' makes every owner's offline-deferred live operations due now, and nothing else", async () => {
+      const a = await deferred('a', 'offline');
+      const b = await deferred('b', 'offline', { ownerDID: 'did:key:z6MkOtherOwner', connectorName: 'github' });
+      const auth = await deferred('c', 'auth');
+      const dead = await deferred('d', 'offline');
+      await setColumns(suite.store, dead.key, { state: 'dead' });
+      const authBefore = await rawRow(suite.store, auth.key);
+      suite.clock.advance(1_000);
+      const now = suite.clock.now();
+
+      expect(await resumeDeferred(suite.store, { reason: 'offline' })).toBe(2);
+      for (const fence of [a, b]) {
+        expect(await getOperationByKey(suite.store, fence.key)).toMatchObject({ nextAttemptAt: now, deferReason: null, attempts: 0, version: 0 });
+      }
+      expect(await rawRow(suite.store, auth.key)).toEqual(authBefore);
+      expect((await getOperationByKey(suite.store, dead.key))?.deferReason).toBe('offline');
+      expect(await resumeDeferred(suite.store, { reason: 'offline' })).toBe(0);
+    });
+
+    it("'auth' resumes only that owner's connector", async () => {
+      const mine = await deferred('a', 'auth');
+      const otherConnector = await deferred('b', 'auth', { connectorName: 'github' });
+      const otherOwner = await deferred('c', 'auth', { ownerDID: 'did:key:z6MkOtherOwner' });
+      const offline = await deferred('d', 'offline');
+      suite.clock.advance(1_000);
+
+      expect(await resumeDeferred(suite.store, { reason: 'auth', ownerDID: 'did:key:z6MkOwner', connectorName: 'google' })).toBe(1);
+      expect(await getOperationByKey(suite.store, mine.key)).toMatchObject({ nextAttemptAt: suite.clock.now(), deferReason: null });
+      for (const fence of [otherConnector, otherOwner]) expect((await getOperationByKey(suite.store, fence.key))?.deferReason).toBe('auth');
+      expect((await getOperationByKey(suite.store, offline.key))?.deferReason).toBe('offline');
+    });
+
+    it('keeps a holder’s lease and fence intact', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await startOperationAttempt(suite.store, fence);
+      await recordOperationOutcome(suite.store, { ...fence, kind: 'offline' });
+      expect(await resumeDeferred(suite.store, { reason: 'offline' })).toBe(1);
+      expect(await startOperationAttempt(suite.store, fence)).toMatchObject({ attempts: 1, version: 0 });
+    });
+
+    it('refuses an unknown reason and an incomplete auth scope', async () => {
+      await expect(resumeDeferred(suite.store, { reason: 'later' } as never)).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(resumeDeferred(suite.store, { reason: 'auth', ownerDID: '', connectorName: 'google' })).rejects.toBeInstanceOf(InvalidInputError);
+    });
+  });
+
+  describe('listDueOperations', () => {
+    it('lists live, due, undeferred operations without a live lease, oldest first', async () => {
+      const start = suite.clock.now();
+      // Due at start, lease released.
+      const released = await claimFresh(suite.store, { operationID: 'released' });
+      await releaseOperationLease(suite.store, released.fence);
+      // Due at start, lease expired (checked below, once time has moved).
+      await claimFresh(suite.store, { operationID: 'expired' });
+      // Live lease: not listed.
+      suite.clock.advance(10);
+      await claimFresh(suite.store, { operationID: 'held', leaseMs: LEASE_MS * 10 });
+      // Backed off into the future.
+      const later = await claimFresh(suite.store, { operationID: 'later' });
+      await startOperationAttempt(suite.store, later.fence);
+      await recordOperationOutcome(suite.store, { ...later.fence, kind: 'retryable' }, { baseDelayMs: 60_000, maxDelayMs: 60_000, random: () => 0 });
+      await releaseOperationLease(suite.store, later.fence);
+      // Deferred: never listed until resumed.
+      const offline = await claimFresh(suite.store, { operationID: 'offline' });
+      await recordOperationOutcome(suite.store, { ...offline.fence, kind: 'offline' }, { deferralDelayMs: 1 });
+      await releaseOperationLease(suite.store, offline.fence);
+      // reconcile_only, released: listed.
+      const reconcile = await claimFresh(suite.store, { operationID: 'reconcile' });
+      await startOperationAttempt(suite.store, reconcile.fence);
+      await markOperationSent(suite.store, { ...reconcile.fence, sendMarker: 'run' });
+      await recordOperationOutcome(suite.store, { ...reconcile.fence, kind: 'unknown' }, { random: () => 0 }); // due at +500
+      await releaseOperationLease(suite.store, reconcile.fence);
+      // Terminal: never listed.
+      const committed = await claimFresh(suite.store, { operationID: 'committed' });
+      await commitDirectly(suite.store, committed.fence.key, 'doc-1', null);
+      await releaseOperationLease(suite.store, committed.fence);
+
+      const ids = async (now?: number, limit = 100) => (await listDueOperations(suite.store, { limit, now })).map((op) => op.operationID);
+
+      expect(await ids()).toEqual(['released']); // 'expired' still holds its lease
+      suite.clock.set(start + LEASE_MS);
+      // 'expired' and 'released' tie on next_attempt_at: node_key breaks the tie.
+      await setColumns(suite.store, keyOf(claimInput({ operationID: 'expired' })), { node_key: 'node-1' });
+      await setColumns(suite.store, released.fence.key, { node_key: 'node-2' });
+      const tie = ['expired', 'released'];
+      expect(await ids()).toEqual([...tie, 'reconcile']);
+      expect(await ids(start + 60_000 + 10)).toEqual([...tie, 'reconcile', 'later']);
+      expect(await ids(undefined, 1)).toEqual([tie[0]]);
+      expect(await ids(undefined, 0)).toEqual([]);
+      expect(await resumeDeferred(suite.store, { reason: 'offline' })).toBe(1);
+      expect(await ids()).toEqual([...tie, 'reconcile', 'offline']);
+    });
+
+    it('orders by next attempt time before node key', async () => {
+      const first = await claimFresh(suite.store, { operationID: 'first' });
+      await setColumns(suite.store, first.fence.key, { next_attempt_at: suite.clock.now() - 1_000, node_key: 'zzz', lease_token: null, lease_expires_at: null });
+      const second = await claimFresh(suite.store, { operationID: 'second' });
+      await setColumns(suite.store, second.fence.key, { next_attempt_at: suite.clock.now() - 10, node_key: 'aaa', lease_token: null, lease_expires_at: null });
+      expect((await listDueOperations(suite.store, { limit: 10 })).map((op) => op.operationID)).toEqual(['first', 'second']);
+    });
+
+    it('refuses a negative limit', async () => {
+      await expect(listDueOperations(suite.store, { limit: -1 })).rejects.toBeInstanceOf(InvalidInputError);
+    });
+  });
+});
