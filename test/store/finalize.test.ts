@@ -285,6 +285,23 @@ describeEachDialect('finalize', (suite) => {
         }
       });
 
+      it.runIf(suite.dialect === 'postgres')('first finalizes of one document under different identities race: one watch survives', async () => {
+        for (let round = 0; round < 5; round++) {
+          await suite.database.truncate();
+          const ops = [];
+          for (let i = 0; i < 10; i++) ops.push(await insertOperationRow(suite.store));
+          const results = await Promise.all(
+            ops.map((op, i) =>
+              finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { watchIdentity: watchIdentity({ sourceID: `source-${i}` }) })),
+            ),
+          );
+          expect(results.every((r) => r.finalized)).toBe(true);
+          const rows = await allWatchRows(suite.store);
+          expect(rows).toHaveLength(1);
+          expect(rows[0]).toMatchObject({ document_id: 'doc-1', repair_generation: 0, version: 0 });
+        }
+      });
+
       it.runIf(suite.dialect === 'postgres')('finalizes of several operations on one watch identity queue up: one generation each', async () => {
         const ops = [];
         for (let i = 0; i < 12; i++) ops.push(await insertOperationRow(suite.store));

@@ -2,7 +2,7 @@ import { inTransaction, changedAny, type StoreContext } from '../context.js';
 import { encodeJSONColumn } from '../json.js';
 import { rowToProjectionWatch } from '../projection-watches/row-to-projection-watch.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
-import { deleteSupersededWatches, newWatchValues } from '../projection-watches/watch-predicates.js';
+import { deleteSupersededWatches, lockDocumentWatchSlot, newWatchValues } from '../projection-watches/watch-predicates.js';
 
 /** Input of {@link finalizeOperationAndArmWatch}. */
 export interface FinalizeOperationInput {
@@ -55,7 +55,11 @@ export interface FinalizeOperationResult {
  * token returns false, and of N concurrent finalizes with one lease exactly
  * one returns true and arms the watch once (on Postgres the others wait on
  * the operation's row lock, then find the token gone). Concurrent finalizes
- * and arms of one watch identity queue on the watch row's lock.
+ * and arms of one watch identity queue on the watch row's lock; on Postgres
+ * writers that may create the watch of one (owner, model, document) also
+ * queue on a transaction-scoped advisory lock (see `lockDocumentWatchSlot`),
+ * so a concurrent first write of a document never fails on the second unique
+ * index. A lost CAS takes no lock beyond the operation row.
  */
 export async function finalizeOperationAndArmWatch(
   store: StoreContext,
@@ -82,6 +86,7 @@ export async function finalizeOperationAndArmWatch(
     if (!changedAny(committed)) return { finalized: false, watch: null };
 
     const identity = input.watchIdentity;
+    await lockDocumentWatchSlot(tx, { ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID });
     await deleteSupersededWatches(tx, identity, input.documentID);
     const watch = await tx.db
       .insertInto('kubun_connector_projection_watch')

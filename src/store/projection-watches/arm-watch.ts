@@ -7,7 +7,13 @@ import type {
   ProjectionWatch,
   ProjectionWatchIdentity,
 } from './types.js';
-import { deleteSupersededWatches, identityOf, matchesIdentity, newWatchValues } from './watch-predicates.js';
+import {
+  deleteSupersededWatches,
+  identityOf,
+  lockDocumentWatchSlot,
+  matchesIdentity,
+  newWatchValues,
+} from './watch-predicates.js';
 
 const WATCH_KEY = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
 
@@ -67,6 +73,7 @@ export async function armWatch(store: StoreContext, input: ArmWatchInput): Promi
 
     if (row === undefined) {
       if (input.documentID === undefined) throw new NotFoundError('projection watch');
+      await lockDocumentWatchSlot(tx, { ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID });
       await deleteSupersededWatches(tx, identity, input.documentID);
       const inserted = await tx.db
         .insertInto('kubun_connector_projection_watch')

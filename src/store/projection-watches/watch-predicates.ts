@@ -2,7 +2,7 @@
  * Shared pieces of watch statements: key predicates, the one-watch-per-document
  * rule and the values of a freshly inserted watch. Internal to the store.
  */
-import type { ExpressionBuilder, Insertable } from 'kysely';
+import { sql, type ExpressionBuilder, type Insertable } from 'kysely';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import type { ProjectionWatchIdentity, WatchRef } from './types.js';
@@ -29,6 +29,31 @@ export function matchesRef(ref: WatchRef) {
     if (ref.nodeKey !== undefined) parts.push(eb('node_key', '=', ref.nodeKey));
     return eb.and(parts);
   };
+}
+
+/**
+ * Advisory-lock namespace of a document's watch slot (first key of
+ * `pg_advisory_xact_lock(int, int)`); an arbitrary constant ("PWAT").
+ */
+const WATCH_SLOT_LOCK_CLASS = 0x50574154;
+
+/**
+ * Serializes, until the transaction ends, every writer that may create the
+ * watch of one (owner, model, document) on Postgres. `INSERT … ON CONFLICT`
+ * arbitrates only the primary key; two transactions creating a watch of the
+ * same document at once would otherwise fail on the second unique index
+ * (`uq_connector_watch_ingress`) instead of one updating the other's row, and
+ * two identities superseding each other could deadlock. SQLite's single
+ * connection already serializes the transaction. A hash collision only makes
+ * two unrelated documents wait for each other.
+ */
+export async function lockDocumentWatchSlot(
+  store: StoreContext,
+  slot: { ownerDID: string; model: string; documentID: string },
+): Promise<void> {
+  if (store.dialect !== 'postgres') return;
+  const key = JSON.stringify([slot.ownerDID, slot.model, slot.documentID]);
+  await sql`select pg_advisory_xact_lock(${WATCH_SLOT_LOCK_CLASS}, hashtext(${key}))`.execute(store.db);
 }
 
 /**
