@@ -42,6 +42,16 @@ describeEachDialect('operations: scheduling', (suite) => {
       expect(await resumeDeferred(suite.store, { reason: 'offline' })).toBe(0);
     });
 
+    it("'offline' with an owner resumes only that owner's offline-deferred operations", async () => {
+      const mine = await deferred('a', 'offline');
+      const theirs = await deferred('b', 'offline', { ownerDID: 'did:key:z6MkOtherOwner' });
+      suite.clock.advance(1_000);
+
+      expect(await resumeDeferred(suite.store, { reason: 'offline', ownerDID: 'did:key:z6MkOwner' })).toBe(1);
+      expect(await getOperationByKey(suite.store, mine.key)).toMatchObject({ nextAttemptAt: suite.clock.now(), deferReason: null });
+      expect((await getOperationByKey(suite.store, theirs.key))?.deferReason).toBe('offline');
+    });
+
     it("'auth' resumes only that owner's connector", async () => {
       const mine = await deferred('a', 'auth');
       const otherConnector = await deferred('b', 'auth', { connectorName: 'github' });

@@ -6,12 +6,14 @@ import { OPERATION_TABLE, rowToOperation } from './row.js';
 import { requireNonEmpty, requireNonNegativeInteger } from './validate.js';
 
 /** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
-export type ResumeDeferredInput = { reason: 'offline' } | { reason: 'auth'; ownerDID: string; connectorName: string };
+export type ResumeDeferredInput =
+  | { reason: 'offline'; ownerDID?: string }
+  | { reason: 'auth'; ownerDID: string; connectorName: string };
 
 /**
  * Makes matching deferred live operations due now (`next_attempt_at = now`,
  * `defer_reason` null); leases and versions are untouched. `offline`: every
- * owner's (the device reconnected). `auth`: one owner's connector (they just
+ * owner's (the device reconnected), or one owner's when `ownerDID` is given. `auth`: one owner's connector (they just
  * authorized). Returns how many operations were resumed.
  */
 export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<number> {
@@ -22,6 +24,10 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
     .set({ next_attempt_at: now, defer_reason: null, updated_at: now })
     .where('state', 'in', [...LIVE_OPERATION_STATES])
     .where('defer_reason', '=', input.reason);
+  if (input.reason === 'offline' && input.ownerDID !== undefined) {
+    requireNonEmpty('ownerDID', input.ownerDID);
+    query = query.where('owner_did', '=', input.ownerDID);
+  }
   if (input.reason === 'auth') {
     requireNonEmpty('ownerDID', input.ownerDID);
     requireNonEmpty('connectorName', input.connectorName);
