@@ -1,5 +1,98 @@
-/** The Pothos builder: plugins and scalars only; types live in their own files. */
+/**
+ * The Pothos builder: plugins, scalars and auth scopes only. Types are
+ * defined in their own files and imported by `schema/index.ts`.
+ */
 import SchemaBuilder from '@pothos/core';
+import DataloaderPlugin from '@pothos/plugin-dataloader';
+import ErrorsPlugin from '@pothos/plugin-errors';
+import RelayPlugin from '@pothos/plugin-relay';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
+import ValidationPlugin from '@pothos/plugin-validation';
+import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import type { GraphQLContext } from './context.js';
+import { decodeNodeID, encodeNodeID } from './global-id.js';
+import { parseDID } from './scalars.js';
 
-export const builder = new SchemaBuilder<{ Context: GraphQLContext }>({});
+/** The types that implement `Node`; ids of any other type resolve to null. */
+const NODE_TYPES = new Set(['ConnectorOperation', 'ProjectionWatch', 'SyncState']);
+
+/** The builder's type parameters, for helpers that take field builders. */
+export type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T> ? T : never;
+
+export const builder = new SchemaBuilder<{
+  Context: GraphQLContext;
+  AuthScopes: {
+    /** A verified user or service principal. */
+    authenticated: boolean;
+    /** A service principal listed in SERVICE_DIDS. */
+    service: boolean;
+  };
+  Scalars: {
+    /** ms-epoch numbers inside; ISO 8601 strings over the wire. */
+    DateTime: { Input: Date; Output: number | Date };
+    JSON: { Input: unknown; Output: unknown };
+    DID: { Input: string; Output: string };
+  };
+  DefaultFieldNullability: false;
+  DefaultInputFieldRequiredness: true;
+}>({
+  plugins: [
+    RelayPlugin,
+    ScopeAuthPlugin,
+    ErrorsPlugin,
+    ValidationPlugin,
+    DataloaderPlugin,
+    SimpleObjectsPlugin,
+  ],
+  defaultFieldNullability: false,
+  defaultInputFieldRequiredness: true,
+  relay: {
+    clientMutationId: 'omit',
+    cursorType: 'String',
+    encodeGlobalID: encodeNodeID,
+    decodeGlobalID: decodeNodeID,
+    // A malformed id, or one naming a type that is not a node, is just "not found".
+    nodeQueryOptions: {
+      authScopes: { authenticated: true },
+      resolve: (_root, { id }, _ctx, _info, resolveNode) => (NODE_TYPES.has(id.typename) ? resolveNode(id) : null),
+    },
+    nodesQueryOptions: {
+      authScopes: { authenticated: true },
+      resolve: async (_root, args, _ctx, _info, resolveNodes) => {
+        const all = args.ids;
+        // Pothos' resolveNodes callback reads `args.ids` rather than its argument,
+        // so narrow `args.ids` to the known node types before calling it.
+        args.ids = all.filter((id) => NODE_TYPES.has(id.typename));
+        const loaded = await resolveNodes(args.ids);
+        return all.map((id) => {
+          const at = args.ids.indexOf(id);
+          return at < 0 ? null : loaded[at];
+        });
+      },
+    },
+  },
+  scopeAuth: {
+    // Anonymous callers see a typed "not authorized" error, never data.
+    authScopes: (ctx) => ({
+      authenticated: ctx.viewer.kind !== 'anonymous',
+      service: ctx.viewer.kind === 'service',
+    }),
+  },
+  errors: {
+    // Input validation failures come back as typed `InputValidationError` results.
+    unsafelyHandleInputErrors: true,
+  },
+});
+
+builder.addScalarType('DateTime', DateTimeResolver);
+builder.addScalarType('JSON', JSONResolver);
+builder.scalarType('DID', {
+  description: 'A decentralized identifier (did:method:identifier), validated on input.',
+  serialize: (value) => String(value),
+  parseValue: parseDID,
+  parseLiteral: (ast) => parseDID('value' in ast ? ast.value : undefined),
+});
+
+builder.queryType({});
+builder.mutationType({});

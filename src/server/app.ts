@@ -3,8 +3,15 @@
  * directly, `main.ts` mounts it on a node HTTP server.
  */
 import { randomUUID } from 'node:crypto';
+import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
+import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
+import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
+import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
+import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { GraphQLError } from 'graphql';
+import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
-import { createYoga, useReadinessCheck, type YogaServerInstance } from 'graphql-yoga';
+import { AuthenticationError, bearerChallenge, resolveViewer } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
 import { schema } from '../../schema/index.js';
@@ -28,10 +35,48 @@ export interface ServerApp {
   markNotReady(): void;
 }
 
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
+
 /** Builds the yoga app over an open, migrated database. */
 export function createServerApp({ config, database, logger, storeDeps }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
+  const requestIDs = new WeakMap<Request, string>();
+  const requestIDOf = (request: Request): string => {
+    let id = requestIDs.get(request);
+    if (id === undefined) {
+      const sent = request.headers.get('x-request-id');
+      id = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID();
+      requestIDs.set(request, id);
+    }
+    return id;
+  };
   let ready = true;
+
+  // Plugins of several context types mix here; yoga checks the shape at run time.
+  const plugins: Plugin<any>[] = [
+    bodySizeLimit(config.limits.maxBodyBytes),
+    {
+      // Every response names its request id, so a masked error can be found in the logs.
+      onResponse: ({ request, response }) => {
+        response.headers.set('x-request-id', requestIDOf(request));
+      },
+    },
+    useReadinessCheck({
+      endpoint: '/readyz',
+      check: async () => {
+        if (!ready) return false;
+        await sql`select 1`.execute(database.db);
+        return true;
+      },
+    }),
+    maxTokensPlugin({ n: config.limits.maxTokens }),
+    maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true }),
+    maxAliasesPlugin({ n: config.limits.maxAliases }),
+    costLimitPlugin({ maxCost: config.limits.maxCost }),
+    logUnexpectedErrors(),
+  ];
+  if (!config.introspection) plugins.push(useDisableIntrospection());
+
   const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -39,25 +84,74 @@ export function createServerApp({ config, database, logger, storeDeps }: ServerA
     graphiql: config.graphiql ? { title: 'Connector store' } : false,
     healthCheckEndpoint: '/healthz',
     logging: logger.child({ component: 'yoga' }),
-    context: ({ request }) => ({
-      store,
-      requestID: request.headers.get('x-request-id') ?? randomUUID(),
-    }),
-    plugins: [
-      useReadinessCheck({
-        endpoint: '/readyz',
-        check: async () => {
-          if (!ready) return false;
-          await sql`select 1`.execute(database.db);
-          return true;
-        },
-      }),
-    ],
+    // Unexpected errors (driver text, bugs) never reach clients: only this message and the request id.
+    maskedErrors: {
+      maskError: (error) => {
+        if (error instanceof GraphQLError && error.originalError === undefined) return error;
+        if (error instanceof GraphQLError && error.originalError instanceof GraphQLError) return error;
+        return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+      },
+    },
+    context: async ({ request }) => {
+      const requestID = requestIDOf(request);
+      let viewer;
+      try {
+        viewer = await resolveViewer(request.headers, config.auth, { now: store.now() });
+      } catch (error) {
+        if (error instanceof AuthenticationError) {
+          throw new GraphQLError(error.message, {
+            extensions: {
+              code: error.code,
+              http: { status: 401, headers: { 'WWW-Authenticate': bearerChallenge(error) } },
+            },
+          });
+        }
+        throw error;
+      }
+      const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
+      return { store, requestID, viewer, log };
+    },
+    plugins,
   });
   return {
     yoga,
     markNotReady: () => {
       ready = false;
     },
+  };
+}
+
+/** Refuses request bodies larger than `maxBytes` with 413 before they are parsed. */
+function bodySizeLimit(maxBytes: number): Plugin {
+  return {
+    onRequest: ({ request, fetchAPI, endResponse }) => {
+      const length = Number(request.headers.get('content-length') ?? '0');
+      if (Number.isFinite(length) && length > maxBytes) {
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message: `request body exceeds ${maxBytes} bytes` }] }), {
+            status: 413,
+            headers: { 'content-type': 'application/json' },
+          }),
+        );
+      }
+    },
+  };
+}
+
+/** Logs every error that will be masked, with the request id, before yoga masks it. */
+function logUnexpectedErrors(): Plugin<GraphQLContext> {
+  return {
+    onExecute: ({ args }) => ({
+      onExecuteDone: ({ result }) => {
+        const results = 'errors' in result ? [result] : [];
+        for (const r of results) {
+          for (const error of r.errors ?? []) {
+            const original = error.originalError;
+            if (original === undefined || original instanceof GraphQLError) continue;
+            args.contextValue.log.error({ err: original, path: error.path }, 'unexpected resolver error');
+          }
+        }
+      },
+    }),
   };
 }

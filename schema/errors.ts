@@ -1,0 +1,119 @@
+/**
+ * Expected failures as GraphQL types. Every one implements the `Error`
+ * interface (`message`, `code`), so clients can match `... on Error` and
+ * refine with the specific type. Anything else thrown by a resolver is
+ * masked by yoga and logged with the request id.
+ */
+import { InputValidationError, type StandardSchemaV1 } from '@pothos/plugin-validation';
+import {
+  IdempotencyConflictError,
+  InvalidInputError,
+  InvalidStateError,
+  NotFoundError,
+  StaleLeaseError,
+  StaleVersionError,
+  SyncProgressConflictError,
+} from '../src/store/errors.js';
+import { ForbiddenError } from '../resolvers/errors.js';
+import { builder } from './builder.js';
+
+export const ErrorInterface = builder.interfaceRef<Error & { code?: string }>('Error').implement({
+  description: 'An expected failure of a mutation: the write did not happen (or changed nothing).',
+  fields: (t) => ({
+    message: t.exposeString('message'),
+    code: t.string({
+      description: 'Stable machine-readable code.',
+      resolve: (error) => (error instanceof InputValidationError ? 'VALIDATION_FAILED' : (error.code ?? 'ERROR')),
+    }),
+  }),
+});
+
+builder.objectType(NotFoundError, {
+  name: 'NotFoundError',
+  description: 'The node does not exist, or the viewer may not see it (the two are indistinguishable).',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof NotFoundError,
+  fields: () => ({}),
+});
+
+builder.objectType(StaleLeaseError, {
+  name: 'StaleLeaseError',
+  description: 'The version or lease token is no longer current: the lease was taken over, released, finalized or expired.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof StaleLeaseError,
+  fields: () => ({}),
+});
+
+builder.objectType(StaleVersionError, {
+  name: 'StaleVersionError',
+  description: 'Another writer changed the row first (compare-and-swap lost).',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof StaleVersionError,
+  fields: () => ({}),
+});
+
+builder.objectType(InvalidStateError, {
+  name: 'InvalidStateError',
+  description: 'The row is in a state that does not allow this transition.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof InvalidStateError,
+  fields: () => ({}),
+});
+
+builder.objectType(SyncProgressConflictError, {
+  name: 'SyncProgressConflictError',
+  description: 'The sync progress compare-and-swap kept losing.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof SyncProgressConflictError,
+  fields: () => ({}),
+});
+
+builder.objectType(IdempotencyConflictError, {
+  name: 'IdempotencyConflictError',
+  description: 'The idempotency key was used before for a different write; the stored operation is untouched.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof IdempotencyConflictError,
+  fields: (t) => ({
+    field: t.exposeString('field', { description: 'The first input field that differs from the stored operation.' }),
+  }),
+});
+
+builder.objectType(InvalidInputError, {
+  name: 'InvalidInputError',
+  description: 'The input is well-formed but cannot be acted on.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof InvalidInputError,
+  fields: (t) => ({ field: t.exposeString('field', { description: 'The input field at fault.' }) }),
+});
+
+builder.objectType(ForbiddenError, {
+  name: 'ForbiddenError',
+  description: 'The viewer may not act as the DID named in the input.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof ForbiddenError,
+  fields: () => ({}),
+});
+
+const InputValidationIssue = builder.objectRef<StandardSchemaV1.Issue>('InputValidationIssue').implement({
+  description: 'One invalid input field.',
+  fields: (t) => ({
+    message: t.exposeString('message'),
+    path: t.stringList({
+      description: 'Where the value is, e.g. ["input", "leaseMs"].',
+      resolve: (issue) => issue.path?.map((part) => String(typeof part === 'object' ? part.key : part)) ?? [],
+    }),
+  }),
+});
+
+builder.objectType(InputValidationError, {
+  name: 'InputValidationError',
+  description: 'The input was rejected before anything was read or written.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof InputValidationError,
+  fields: (t) => ({
+    issues: t.field({ type: [InputValidationIssue], resolve: (error) => error.issues }),
+  }),
+});
+
+/** Every error a fenced operation write can return. */
+export const FENCED_WRITE_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError];

@@ -1,0 +1,346 @@
+/**
+ * `ConnectorOperation` (SPEC §3.3) with its queries and mutations: listing,
+ * lookup by idempotency key, state counts, claim, fenced lease and attempt
+ * writes, reconcile, resume. The lease token and send marker have no field.
+ */
+import { InputValidationError } from '@pothos/plugin-validation';
+import { z } from 'zod';
+import * as resolve from '../resolvers/operations.js';
+import { ForbiddenError } from '../resolvers/errors.js';
+import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
+import {
+  OPERATION_OUTCOME_KINDS,
+  OPERATION_STATES,
+  type ClaimOperationResult,
+  type ConnectorOperation as ConnectorOperationShape,
+  type OperationLease,
+} from '../src/store/operations/index.js';
+import * as operations from '../src/store/operations/index.js';
+import { builder } from './builder.js';
+import { FENCED_WRITE_ERRORS } from './errors.js';
+import { leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
+import type { InputObjectRef } from '@pothos/core';
+import type { Types } from './builder.js';
+
+const enumValues = <T extends string>(values: readonly T[]) =>
+  Object.fromEntries(values.map((v) => [v.toUpperCase(), { value: v }])) as Record<Uppercase<T>, { value: T }>;
+
+export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {
+  description:
+    'ATTEMPTED: live, may be sent. RECONCILE_ONLY: a request may have reached the provider with its outcome unknown; the next holder must reconcile, never blindly resend. COMMITTED: landed, result recorded. DEAD: given up.',
+  values: enumValues(OPERATION_STATES),
+});
+
+export const ConnectorOperationOp = builder.enumType('ConnectorOperationOp', {
+  description: 'The provider write an operation performs.',
+  values: enumValues(operations.OPERATION_OPS),
+});
+
+export const OperationOutcomeKind = builder.enumType('OperationOutcomeKind', {
+  description:
+    'How an attempt ended short of success: RETRYABLE (backoff), UNKNOWN (may have reached the provider: reconcile next), FATAL (dead), OFFLINE and AUTH (deferred without spending the attempt).',
+  values: enumValues(OPERATION_OUTCOME_KINDS),
+});
+
+export const DeferReason = builder.enumType('DeferReason', {
+  description: 'Why work was pushed out without spending an attempt; each lapses on its own (resumeDeferred).',
+  values: enumValues(['offline', 'auth'] as const),
+});
+
+export const ClaimOutcome = builder.enumType('ClaimOutcome', {
+  description:
+    'CLAIMED: you hold a lease (new operation or taken over). REPLAYED: it committed before; the result is in `replay`. DEAD: it was given up. IN_FLIGHT: another holder has a live lease.',
+  values: ['CLAIMED', 'REPLAYED', 'DEAD', 'IN_FLIGHT'] as const,
+});
+
+export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
+  description: 'One write-back create or update, keyed by its caller’s idempotency key. Visible to its caller and its owner.',
+  id: { resolve: (op: ConnectorOperationShape) => op.nodeKey },
+  load: resolve.loadOperationsByNodeKeys,
+  fields: (t) => ({
+    operationID: t.exposeString('operationID', { description: 'The caller’s idempotency key.' }),
+    callerDID: t.expose('callerDID', { type: 'DID' }),
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    connectorName: t.exposeString('connectorName'),
+    model: t.exposeString('model'),
+    op: t.expose('op', { type: ConnectorOperationOp }),
+    accountKey: t.exposeString('accountKey'),
+    target: t.exposeString('target'),
+    sourceID: t.exposeString('sourceID', { nullable: true }),
+    deterministicEventID: t.exposeString('deterministicEventID'),
+    payloadHash: t.exposeString('payloadHash'),
+    reissueIntent: t.exposeString('reissueIntent'),
+    providerEtag: t.exposeString('providerEtag', { nullable: true }),
+    documentID: t.exposeString('documentID', { nullable: true, description: 'Set by finalize.' }),
+    resultEntity: t.expose('resultEntity', { type: 'JSON', nullable: true, description: 'Set by finalize.' }),
+    state: t.expose('state', { type: ConnectorOperationState }),
+    attempts: t.exposeInt('attempts'),
+    nextAttemptAt: t.expose('nextAttemptAt', { type: 'DateTime', nullable: true }),
+    deferReason: t.expose('deferReason', { type: DeferReason, nullable: true }),
+    sendMarkerSet: t.exposeBoolean('sendMarkerSet', { description: 'Whether the current attempt marked a provider request as sent (the marker itself is secret).' }),
+    lastKind: t.expose('lastKind', { type: OperationOutcomeKind, nullable: true }),
+    lastHTTPStatus: t.exposeInt('lastHTTPStatus', { nullable: true }),
+    version: t.exposeInt('version', { description: 'Lease epoch: advances only when a lease is acquired or taken over.' }),
+    leaseExpiresAt: t.expose('leaseExpiresAt', { type: 'DateTime', nullable: true }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+const OperationLeaseType = builder.objectRef<OperationLease>('OperationLease').implement({
+  description: 'A lease, returned only to its holder. Send `version` and `token` with every fenced write.',
+  fields: (t) => ({
+    token: t.exposeString('token', { description: 'The holder’s secret. Never listed anywhere else.' }),
+    version: t.exposeInt('version'),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+  }),
+});
+
+const OperationReplay = builder.objectRef<NonNullable<ClaimOperationResult['replay']>>('OperationReplay').implement({
+  description: 'The recorded result of a committed operation.',
+  fields: (t) => ({
+    documentID: t.exposeString('documentID', { nullable: true }),
+    resultEntity: t.expose('resultEntity', { type: 'JSON', nullable: true }),
+  }),
+});
+
+const OperationStateCount = builder.simpleObject('OperationStateCount', {
+  description: 'How many visible operations are in one state.',
+  fields: (t) => ({ state: t.field({ type: ConnectorOperationState }), count: t.int() }),
+});
+
+export const OperationFilter = builder.inputType('OperationFilter', {
+  description: 'Narrows `operations` and `operationCounts`; fields combine with AND.',
+  fields: (t) => ({
+    states: t.field({ type: [ConnectorOperationState], required: false, description: 'Any of these states.' }),
+    connectorName: t.string({ required: false }),
+    ownerDID: t.field({ type: 'DID', required: false }),
+    documentID: t.string({ required: false }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  operations: t.connection(
+    {
+      type: ConnectorOperation,
+      description: 'The viewer’s visible operations (as caller or owner; a service sees all), newest first.',
+      authScopes: { authenticated: true },
+      args: { filter: t.arg({ type: OperationFilter, required: false }) },
+      resolve: (_root, args, ctx) => resolve.listOperations(args, ctx),
+    },
+    {
+      name: 'ConnectorOperationConnection',
+      fields: (tc) => ({
+        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
+      }),
+    },
+  ),
+  operationCounts: t.field({
+    type: [OperationStateCount],
+    description: 'How many visible operations are in each state, for dashboards. Every state is listed, zeros included.',
+    authScopes: { authenticated: true },
+    args: { filter: t.arg({ type: OperationFilter, required: false }) },
+    resolve: (_root, args, ctx) => resolve.countOperationsByState(args.filter, ctx),
+  }),
+  operationByKey: t.field({
+    type: ConnectorOperation,
+    nullable: true,
+    description: 'An operation by its idempotency key; `callerDID` defaults to the viewer. Null when missing or not visible.',
+    authScopes: { authenticated: true },
+    args: {
+      operationID: t.arg.string({ required: true, validate: textInput }),
+      callerDID: t.arg({ type: 'DID', required: false }),
+    },
+    resolve: (_root, args, ctx) => resolve.operationByKey(args, ctx),
+  }),
+}));
+
+const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
+  description: 'Claim (create or replay) the operation with this idempotency key. The caller is always the viewer.',
+  fields: (t) => ({
+    operationID: t.string({ validate: textInput, description: 'Idempotency key, unique per caller.' }),
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Whose data this writes. Default: the viewer; only a service may name another owner.' }),
+    connectorName: t.string({ validate: nameInput }),
+    model: t.string({ validate: nameInput }),
+    op: t.field({ type: ConnectorOperationOp }),
+    accountKey: t.string({ validate: textInput }),
+    target: t.string({ validate: textInput }),
+    sourceID: t.string({ required: false, validate: textInput.optional().nullable() }),
+    deterministicEventID: t.string({ validate: textInput }),
+    payloadHash: t.string({ validate: textInput }),
+    reissueIntent: t.string({ validate: textInput }),
+    leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
+  }),
+});
+
+const ClaimOperationPayload = builder.objectRef<ClaimOperationResult>('ClaimOperationPayload').implement({
+  fields: (t) => ({
+    outcome: t.expose('outcome', { type: ClaimOutcome }),
+    operation: t.field({ type: ConnectorOperation, resolve: (r) => r.operation }),
+    lease: t.field({ type: OperationLeaseType, nullable: true, description: 'Only with CLAIMED.', resolve: (r) => r.lease ?? null }),
+    replay: t.field({ type: OperationReplay, nullable: true, description: 'Only with REPLAYED.', resolve: (r) => r.replay ?? null }),
+  }),
+});
+
+const OperationPayload = builder.objectRef<{ operation: ConnectorOperationShape; lease?: OperationLease | null }>('OperationPayload').implement({
+  description: 'The operation after a fenced write.',
+  fields: (t) => ({
+    operation: t.field({ type: ConnectorOperation, resolve: (r) => r.operation }),
+    lease: t.field({ type: OperationLeaseType, nullable: true, description: 'Set by acquire and renew.', resolve: (r) => r.lease ?? null }),
+  }),
+});
+
+const ResumeDeferredPayload = builder.simpleObject('ResumeDeferredPayload', {
+  fields: (t) => ({
+    operations: t.int({ description: 'Operations made due now.' }),
+    watches: t.int({ description: 'Offline-deferred watches made due now.' }),
+  }),
+});
+
+/** Input fields every fenced write carries. */
+const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
+  id: t.globalID({ for: [ConnectorOperation], description: 'The operation.' }),
+  version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
+  leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
+});
+
+const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
+  description: 'Start the next attempt: attempts + 1, send marker cleared.',
+  fields: (t) => fenceFields(t),
+});
+const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
+  description: 'Record that this run is about to send the provider request.',
+  fields: (t) => ({
+    ...fenceFields(t),
+    sendMarker: t.string({ validate: textInput, description: 'This run’s marker (secret; never readable).' }),
+  }),
+});
+const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
+  description: 'Record how the current attempt ended and reschedule.',
+  fields: (t) => ({
+    ...fenceFields(t),
+    kind: t.field({ type: OperationOutcomeKind }),
+    lastHTTPStatus: t.int({ required: false, validate: z.number().int().min(100).max(599).optional().nullable() }),
+    providerEtag: t.string({ required: false, validate: textInput.optional().nullable() }),
+    retryAfterMs: t.int({ required: false, validate: z.number().int().min(0).max(7 * 86_400_000).optional().nullable() }),
+  }),
+});
+const RecordReconcileResultInput = builder.inputType('RecordReconcileResultInput', {
+  description: 'Record what reconciling with the provider found.',
+  fields: (t) => ({
+    ...fenceFields(t),
+    landed: t.boolean({ description: 'Whether the write is at the provider: then finalize; otherwise it is due again.' }),
+    providerEtag: t.string({ required: false, validate: textInput.optional().nullable() }),
+  }),
+});
+const RenewOperationLeaseInput = builder.inputType('RenewOperationLeaseInput', {
+  description: 'Extend your live lease.',
+  fields: (t) => ({ ...fenceFields(t), leaseMs: t.int({ validate: leaseMsInput }) }),
+});
+const ReleaseOperationLeaseInput = builder.inputType('ReleaseOperationLeaseInput', {
+  description: 'Give up your lease.',
+  fields: (t) => fenceFields(t),
+});
+
+const AcquireOperationLeaseInput = builder.inputType('AcquireOperationLeaseInput', {
+  description: 'Take an absent or expired lease of a live operation (a new lease epoch).',
+  fields: (t) => ({
+    id: t.globalID({ for: [ConnectorOperation] }),
+    leaseMs: t.int({ validate: leaseMsInput }),
+  }),
+});
+
+const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
+  description: 'OFFLINE: the device reconnected, make offline-deferred work due. AUTH: the owner authorized the connector.',
+  fields: (t) => ({
+    reason: t.field({ type: DeferReason }),
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer (a service may omit it for every owner with OFFLINE).' }),
+    connectorName: t.string({ required: false, validate: nameInput.optional().nullable(), description: 'Required with AUTH.' }),
+  }),
+});
+
+const mutation = { authScopes: { authenticated: true } } as const;
+const directResult = (name: string, types: unknown[]) => ({ types: types as never[], directResult: true, union: { name } });
+
+builder.mutationFields((t) => ({
+  claimOperation: t.field({
+    ...mutation,
+    description: 'Claim an operation by idempotency key (SPEC §3.3): CLAIMED with a lease, REPLAYED, DEAD or IN_FLIGHT.',
+    type: ClaimOperationPayload,
+    args: { input: t.arg({ type: ClaimOperationInput, required: true }) },
+    errors: directResult('ClaimOperationResult', [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError]),
+    resolve: (_root, { input }, ctx) => resolve.claimOperation(input, ctx),
+  }),
+  acquireOperationLease: t.field({
+    ...mutation,
+    description: 'Take an absent or expired lease: the lease epoch (version) advances. A live lease gives InvalidStateError.',
+    type: OperationPayload,
+    args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true }) },
+    errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
+    resolve: async (_root, { input }, ctx) => {
+      const operation = await ConnectorOperation.getDataloader(ctx).load(input.id.id);
+      const result = await resolve.acquireOperationLease(operation, input.leaseMs, ctx);
+      if (!result.acquired) throw new InvalidStateError('a live lease is held, or the operation is finished');
+      return { operation: result.operation, lease: result.lease };
+    },
+  }),
+  renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', async (fence, input, ctx) =>
+    operations.renewOperationLease(ctx.store, { ...fence, leaseMs: input.leaseMs })),
+  releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', async (fence, _input, ctx) => ({
+    operation: await operations.releaseOperationLease(ctx.store, fence),
+  })),
+  startOperationAttempt: fenced(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', async (fence, _input, ctx) => ({
+    operation: await operations.startOperationAttempt(ctx.store, fence),
+  })),
+  markOperationSent: fenced(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', async (fence, input, ctx) => ({
+    operation: await operations.markOperationSent(ctx.store, { ...fence, sendMarker: input.sendMarker }),
+  })),
+  recordOperationAttempt: fenced(t, 'recordOperationAttempt', RecordOperationAttemptInput, 'Record how the attempt ended: backoff, reconcile-only, dead or deferred.', async (fence, input, ctx) => ({
+    operation: await operations.recordOperationOutcome(ctx.store, {
+      ...fence,
+      kind: input.kind,
+      ...(input.lastHTTPStatus != null && { lastHTTPStatus: input.lastHTTPStatus }),
+      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
+      ...(input.retryAfterMs != null && { retryAfterMs: input.retryAfterMs }),
+    }),
+  })),
+  recordReconcileResult: fenced(t, 'recordReconcileResult', RecordReconcileResultInput, 'Record whether a reconcile-only write landed.', async (fence, input, ctx) => ({
+    operation: await operations.recordReconcileResult(ctx.store, {
+      ...fence,
+      landed: input.landed,
+      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
+    }),
+  })),
+  resumeDeferred: t.field({
+    ...mutation,
+    description: 'Make deferred work due now: OFFLINE (device reconnected) or AUTH (owner authorized a connector).',
+    type: ResumeDeferredPayload,
+    args: { input: t.arg({ type: ResumeDeferredInput, required: true }) },
+    errors: directResult('ResumeDeferredResult', [InputValidationError, InvalidInputError, ForbiddenError]),
+    resolve: (_root, { input }, ctx) => resolve.resumeDeferred(input, ctx),
+  }),
+}));
+
+/** A fenced write mutation: load the (visible) operation, then the store write guarded by version + token. */
+function fenced<I extends { id: { id: string }; version: number; leaseToken: string }>(
+  t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
+  name: string,
+  inputType: InputObjectRef<Types, I>,
+  description: string,
+  write: (fence: operations.OperationFence, input: I, ctx: Types['Context']) => Promise<{ operation: ConnectorOperationShape; lease?: OperationLease | null }>,
+) {
+  return t.field({
+    ...mutation,
+    description: `${description} Fenced: version + lease token must be current.`,
+    type: OperationPayload,
+    args: { input: t.arg({ type: inputType, required: true }) },
+    errors: directResult(`${name[0]!.toUpperCase()}${name.slice(1)}Result`, FENCED_WRITE_ERRORS),
+    resolve: async (_root, args, ctx) => {
+      // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
+      const { input } = args as { input: I };
+      const operation = await ConnectorOperation.getDataloader(ctx).load(input.id.id);
+      return write(resolve.fenceOf({ operation, version: input.version, leaseToken: input.leaseToken }), input, ctx);
+    },
+  });
+}
+

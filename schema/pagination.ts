@@ -1,0 +1,92 @@
+/**
+ * Keyset connections: Relay arguments → a store page request, and a store
+ * page → edges and page info. Cursors are opaque base64url JSON of the
+ * store's keyset position; a cursor that does not decode is a validation
+ * error, never a silent first page.
+ */
+import { GraphQLError } from 'graphql';
+
+/** Page size when a client sends neither `first` nor `last`. */
+export const DEFAULT_PAGE_SIZE = 20;
+/** Largest page a client may ask for. */
+export const MAX_PAGE_SIZE = 100;
+
+/** Relay connection arguments as Pothos passes them. */
+export interface ConnectionArgs {
+  first?: number | null;
+  last?: number | null;
+  after?: string | null;
+  before?: string | null;
+}
+
+/** A store page request in one direction. */
+export interface PageRequest<C> {
+  first?: number;
+  last?: number;
+  after?: C;
+  before?: C;
+}
+
+/** Encodes a store cursor as an opaque string. */
+export function encodeCursor(cursor: unknown): string {
+  return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
+}
+
+/**
+ * Decodes a cursor with `check` (which narrows the parsed JSON to the store's
+ * cursor type, or returns null when it is not one).
+ */
+export function decodeCursor<C>(value: string, argName: string, check: (parsed: unknown) => C | null): C {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  const cursor = parsed === undefined ? null : check(parsed);
+  if (cursor === null) throw new GraphQLError(`${argName} is not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
+  return cursor;
+}
+
+/** Turns Relay arguments into a store page request, enforcing the page-size limits. */
+export function pageRequest<C>(args: ConnectionArgs, check: (parsed: unknown) => C | null): PageRequest<C> {
+  const { first, last } = args;
+  if (first != null && last != null) throw badInput('pass either first or last, not both');
+  for (const [name, value] of [['first', first], ['last', last]] as const) {
+    if (value != null && (value < 0 || value > MAX_PAGE_SIZE)) throw badInput(`${name} must be between 0 and ${MAX_PAGE_SIZE}`);
+  }
+  const request: PageRequest<C> = {};
+  if (last != null) request.last = last;
+  else request.first = first ?? DEFAULT_PAGE_SIZE;
+  if (args.after != null) request.after = decodeCursor(args.after, 'after', check);
+  if (args.before != null) request.before = decodeCursor(args.before, 'before', check);
+  return request;
+}
+
+/**
+ * Builds a connection from a page the store returned in display order.
+ * `hasMore` is the store's: forward, rows follow the page; backward, rows
+ * precede it. The other direction is reported only as far as it is known
+ * cheaply (a cursor was given), which Relay permits.
+ */
+export function toConnection<T, C>(
+  request: PageRequest<C>,
+  page: { items: T[]; hasMore: boolean },
+  cursorOf: (item: T) => unknown,
+) {
+  const edges = page.items.map((node) => ({ node, cursor: encodeCursor(cursorOf(node)) }));
+  const forward = request.last === undefined;
+  return {
+    edges,
+    pageInfo: {
+      hasNextPage: forward ? page.hasMore : request.before !== undefined,
+      hasPreviousPage: forward ? request.after !== undefined : page.hasMore,
+      startCursor: edges[0]?.cursor ?? null,
+      endCursor: edges.at(-1)?.cursor ?? null,
+    },
+  };
+}
+
+function badInput(message: string): GraphQLError {
+  return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
+}
