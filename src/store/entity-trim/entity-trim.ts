@@ -1,0 +1,52 @@
+/** Get / set / clear the trim record of a document (SPEC §3.6). */
+import type { StoreContext } from '../context.js';
+import { changedAny } from '../context.js';
+import { rowToEntityTrim } from './row.js';
+import type { EntityTrimInput, EntityTrimRecord } from './types.js';
+
+/** Reads a document's trim record, or `null`. */
+export async function getEntityTrim(store: StoreContext, documentID: string): Promise<EntityTrimRecord | null> {
+  const row = await store.db.selectFrom('kubun_connector_entity_trim').selectAll().where('document_id', '=', documentID).executeTakeFirst();
+  return row === undefined ? null : rowToEntityTrim(row);
+}
+
+/** Reads the trim records of many documents in one statement; documents without one are absent from the map. */
+export async function getEntityTrimsByDocumentIDs(store: StoreContext, documentIDs: readonly string[]): Promise<Map<string, EntityTrimRecord>> {
+  if (documentIDs.length === 0) return new Map();
+  const rows = await store.db
+    .selectFrom('kubun_connector_entity_trim')
+    .selectAll()
+    .where('document_id', 'in', [...new Set(documentIDs)])
+    .execute();
+  return new Map(rows.map((row) => [row.document_id, rowToEntityTrim(row)]));
+}
+
+/**
+ * Records what a write trimmed from a document, replacing any earlier record:
+ * the trimmed fields and `updatedAt` (the store clock) are replaced; owner
+ * and connector stay as first recorded, as in the reference. Returns the
+ * stored record.
+ */
+export async function setEntityTrim(store: StoreContext, input: EntityTrimInput): Promise<EntityTrimRecord> {
+  const trimmedFields = JSON.stringify(input.trimmedFields);
+  const updatedAt = store.now();
+  const row = await store.db
+    .insertInto('kubun_connector_entity_trim')
+    .values({
+      document_id: input.documentID,
+      owner_did: input.ownerDID,
+      connector_name: input.connectorName,
+      trimmed_fields: trimmedFields,
+      updated_at: updatedAt,
+    })
+    .onConflict((oc) => oc.column('document_id').doUpdateSet({ trimmed_fields: trimmedFields, updated_at: updatedAt }))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return rowToEntityTrim(row);
+}
+
+/** Removes a document's trim record (a write that trimmed nothing); says whether there was one. */
+export async function clearEntityTrim(store: StoreContext, documentID: string): Promise<boolean> {
+  const result = await store.db.deleteFrom('kubun_connector_entity_trim').where('document_id', '=', documentID).executeTakeFirst();
+  return changedAny(result);
+}

@@ -1,0 +1,49 @@
+/** Signed observation records (SPEC §3.6). */
+import type { StoreContext } from '../context.js';
+import { ObservationRecordTypeError } from '../errors.js';
+import { rowToObservationRecord, toDriverBytes } from './row.js';
+import { OBSERVATION_RECORD_TYPE, type ObservationRecord, type ObservationRecordInput } from './types.js';
+
+/**
+ * Stores a signed observation op. Only type `connector.observation` is
+ * accepted ({@link ObservationRecordTypeError} otherwise). Idempotent on
+ * (type, owner, id, op hash): storing the same key again changes nothing.
+ * Returns whether a new record was inserted.
+ */
+export async function putObservationRecord(store: StoreContext, input: ObservationRecordInput): Promise<boolean> {
+  if (input.type !== OBSERVATION_RECORD_TYPE) throw new ObservationRecordTypeError(input.type);
+  const inserted = await store.db
+    .insertInto('kubun_connector_observation_records')
+    .values({
+      type: input.type,
+      owner: input.owner,
+      id: input.id,
+      op_hash: input.opHash,
+      hlc: input.hlc,
+      op_jwt: input.opJWT,
+      payload: toDriverBytes(input.payload),
+    })
+    .onConflict((oc) => oc.columns(['type', 'owner', 'id', 'op_hash']).doNothing())
+    .returning('op_hash')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** Options of {@link listObservationRecords}. */
+export interface ListObservationRecordsOptions {
+  documentID: string;
+  /** Only this owner's records; every owner's when absent. */
+  owner?: string;
+}
+
+/** Lists a document's observation records, ordered by HLC, then owner and op hash. */
+export async function listObservationRecords(store: StoreContext, options: ListObservationRecordsOptions): Promise<ObservationRecord[]> {
+  let query = store.db
+    .selectFrom('kubun_connector_observation_records')
+    .selectAll()
+    .where('type', '=', OBSERVATION_RECORD_TYPE)
+    .where('id', '=', options.documentID);
+  if (options.owner !== undefined) query = query.where('owner', '=', options.owner);
+  const rows = await query.orderBy('hlc').orderBy('owner').orderBy('op_hash').execute();
+  return rows.map(rowToObservationRecord);
+}

@@ -1,0 +1,101 @@
+/** Repair obligations per document and the "written since" feed over them (SPEC §3.6). */
+import type { StoreContext } from '../context.js';
+import { changedAny } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { rowToObservationRepair } from './row.js';
+import type { ObservationRepair, ObservationRepairInput, RepairCursor } from './types.js';
+
+/**
+ * Writes a document's repair obligation, replacing every field of an earlier
+ * one, with `writtenAt` set to the store clock, so a rewrite moves the repair
+ * to the end of the "written since" order. Returns the stored repair.
+ */
+export async function upsertObservationRepair(store: StoreContext, input: ObservationRepairInput): Promise<ObservationRepair> {
+  const values = {
+    owner: input.owner,
+    fetch_hlc: input.fetchHLC,
+    decision_hlc: input.decisionHLC,
+    present: input.present ? 1 : 0,
+    value_digest: input.valueDigest ?? null,
+    written_at: store.now(),
+  };
+  const row = await store.db
+    .insertInto('kubun_connector_observation_repair')
+    .values({ document_id: input.documentID, ...values })
+    .onConflict((oc) => oc.column('document_id').doUpdateSet(values))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return rowToObservationRepair(row);
+}
+
+/** Reads a document's repair obligation, or `null`. */
+export async function getObservationRepair(store: StoreContext, documentID: string): Promise<ObservationRepair | null> {
+  const row = await store.db.selectFrom('kubun_connector_observation_repair').selectAll().where('document_id', '=', documentID).executeTakeFirst();
+  return row === undefined ? null : rowToObservationRepair(row);
+}
+
+/** Reads the repairs of many documents in one statement; documents without one are absent from the map. */
+export async function getObservationRepairsByDocumentIDs(
+  store: StoreContext,
+  documentIDs: readonly string[],
+): Promise<Map<string, ObservationRepair>> {
+  if (documentIDs.length === 0) return new Map();
+  const rows = await store.db
+    .selectFrom('kubun_connector_observation_repair')
+    .selectAll()
+    .where('document_id', 'in', [...new Set(documentIDs)])
+    .execute();
+  return new Map(rows.map((row) => [row.document_id, rowToObservationRepair(row)]));
+}
+
+/** Removes a document's repair obligation (it was carried out); says whether there was one. */
+export async function deleteObservationRepair(store: StoreContext, documentID: string): Promise<boolean> {
+  const result = await store.db.deleteFrom('kubun_connector_observation_repair').where('document_id', '=', documentID).executeTakeFirst();
+  return changedAny(result);
+}
+
+/** Options of {@link listRepairsWrittenSince}. */
+export interface ListRepairsWrittenSinceOptions {
+  /** Start after this position (exclusive); from the beginning when absent. */
+  after?: RepairCursor | null;
+  /** Page size, a positive integer. */
+  limit: number;
+}
+
+/** A page of {@link listRepairsWrittenSince}. */
+export interface RepairPage {
+  repairs: ObservationRepair[];
+  /** Where the next call starts: the last repair returned, or the given cursor when the page is empty. */
+  next: RepairCursor | null;
+  /** Whether more repairs were already written after this page. */
+  hasMore: boolean;
+}
+
+/**
+ * Pages through repairs in (writtenAt, documentID) order after a cursor.
+ * Only repairs written before the current millisecond are returned: a later
+ * write in this millisecond could otherwise land behind a cursor handed out
+ * now (same `writtenAt`, smaller document id) and be skipped. Across
+ * replicas this relies on their clocks agreeing.
+ */
+export async function listRepairsWrittenSince(store: StoreContext, options: ListRepairsWrittenSinceOptions): Promise<RepairPage> {
+  const { after, limit } = options;
+  if (!Number.isInteger(limit) || limit < 1) throw new InvalidInputError('limit', 'must be a positive integer');
+  let query = store.db.selectFrom('kubun_connector_observation_repair').selectAll().where('written_at', '<', store.now());
+  if (after != null) {
+    query = query.where((eb) =>
+      eb.or([
+        eb('written_at', '>', after.writtenAt),
+        eb.and([eb('written_at', '=', after.writtenAt), eb('document_id', '>', after.documentID)]),
+      ]),
+    );
+  }
+  const rows = await query.orderBy('written_at').orderBy('document_id').limit(limit + 1).execute();
+  const repairs = rows.slice(0, limit).map(rowToObservationRepair);
+  const last = repairs.at(-1);
+  return {
+    repairs,
+    next: last === undefined ? (after ?? null) : { writtenAt: last.writtenAt, documentID: last.documentID },
+    hasMore: rows.length > limit,
+  };
+}

@@ -1,0 +1,73 @@
+/** Keyset-paged listing of sync states for the API (SPEC §3.1, §4). */
+import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { Database } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { rowToSyncState } from './row.js';
+import type { SyncState, SyncStateCursor, SyncStateFilter } from './types.js';
+
+/** Who is looking: an owner DID sees only its own rows; `null` is the service principal and sees all. */
+export interface SyncStateScope {
+  visibleTo: string | null;
+  filter?: SyncStateFilter;
+}
+
+/** Options of {@link listSyncStates}. */
+export interface ListSyncStatesOptions extends SyncStateScope {
+  /** Page size, a non-negative integer. */
+  first: number;
+  /** Start after this row (exclusive); from the start when absent. */
+  after?: SyncStateCursor | null;
+}
+
+/** A page of {@link listSyncStates}. */
+export interface SyncStatePage {
+  syncStates: SyncState[];
+  hasMore: boolean;
+}
+
+/**
+ * Lists visible sync states in (connector name, owner DID) order, keyset
+ * paged. Served by the primary key, or for an owner by
+ * `idx_connector_sync_state_owner`, where the owner is fixed and the order
+ * reduces to the connector name.
+ */
+export async function listSyncStates(store: StoreContext, options: ListSyncStatesOptions): Promise<SyncStatePage> {
+  const { first, after } = options;
+  if (!Number.isInteger(first) || first < 0) throw new InvalidInputError('first', 'must be a non-negative integer');
+  let query = scoped(store, options);
+  if (after != null) {
+    query = query.where((eb) =>
+      eb.or([
+        eb('connector_name', '>', after.connectorName),
+        eb.and([eb('connector_name', '=', after.connectorName), eb('owner_did', '>', after.ownerDID)]),
+      ]),
+    );
+  }
+  const rows = await query
+    .selectAll()
+    .orderBy('connector_name')
+    .orderBy('owner_did')
+    .limit(first + 1)
+    .execute();
+  return { syncStates: rows.slice(0, first).map(rowToSyncState), hasMore: rows.length > first };
+}
+
+/** Counts the sync states {@link listSyncStates} would page through. */
+export async function countSyncStates(store: StoreContext, scope: SyncStateScope): Promise<number> {
+  const row = await scoped(store, scope)
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+function scoped(store: StoreContext, { visibleTo, filter = {} }: SyncStateScope): SelectQueryBuilder<Database, 'kubun_connector_sync_state', {}> {
+  return store.db.selectFrom('kubun_connector_sync_state').where((eb: ExpressionBuilder<Database, 'kubun_connector_sync_state'>) => {
+    const conditions = [];
+    if (visibleTo !== null) conditions.push(eb('owner_did', '=', visibleTo));
+    if (filter.ownerDID !== undefined) conditions.push(eb('owner_did', '=', filter.ownerDID));
+    if (filter.connectorName !== undefined) conditions.push(eb('connector_name', '=', filter.connectorName));
+    if (filter.status !== undefined) conditions.push(eb('status', '=', filter.status));
+    return eb.and(conditions);
+  });
+}
