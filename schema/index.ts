@@ -3,5 +3,8 @@ import { builder } from './builder.js';
 import './errors.js';
 import './server-info.js';
 import './operation.js';
+import './watch.js';
+import './sync-state.js';
+import './document.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

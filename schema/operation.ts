@@ -22,7 +22,7 @@ import { leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
 import type { InputObjectRef } from '@pothos/core';
 import type { Types } from './builder.js';
 
-const enumValues = <T extends string>(values: readonly T[]) =>
+export const enumValues = <T extends string>(values: readonly T[]) =>
   Object.fromEntries(values.map((v) => [v.toUpperCase(), { value: v }])) as Record<Uppercase<T>, { value: T }>;
 
 export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {

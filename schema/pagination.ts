@@ -63,6 +63,13 @@ export function pageRequest<C>(args: ConnectionArgs, check: (parsed: unknown) =>
   return request;
 }
 
+/** Like {@link pageRequest} for connections that page forward only (`first`/`after`). */
+export function forwardPageRequest<C>(args: ConnectionArgs, check: (parsed: unknown) => C | null): PageRequest<C> & { first: number } {
+  if (args.last != null || args.before != null) throw badInput('this connection pages forward only: use first and after');
+  const request = pageRequest(args, check);
+  return { ...request, first: request.first ?? DEFAULT_PAGE_SIZE };
+}
+
 /**
  * Builds a connection from a page the store returned in display order.
  * `hasMore` is the store's: forward, rows follow the page; backward, rows

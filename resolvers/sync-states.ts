@@ -1,0 +1,76 @@
+/** Thin resolvers of the sync-state API. No SQL here. */
+import { NotFoundError } from '../src/store/errors.js';
+import * as syncStates from '../src/store/sync-state/index.js';
+import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
+import type { GraphQLContext } from '../schema/context.js';
+import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { canSeeOwned, visibilityScope } from './viewer.js';
+
+/** Batch loader of the `SyncState` node: invisible rows load as null, like missing ones. */
+export async function loadSyncStatesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(SyncState | null)[]> {
+  const rows = await syncStates.getSyncStatesByNodeKeys(ctx.store, nodeKeys);
+  return rows.map((s) => (s !== null && canSeeOwned(ctx.viewer, s) ? s : null));
+}
+
+function checkSyncStateCursor(parsed: unknown): SyncStateCursor | null {
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const { connectorName, ownerDID } = parsed as Record<string, unknown>;
+  return typeof connectorName === 'string' && typeof ownerDID === 'string' ? { connectorName, ownerDID } : null;
+}
+
+/** Filter arguments of `syncStates`. */
+export interface SyncStateFilterArgs {
+  connectorName?: string | null;
+  ownerDID?: string | null;
+  status?: string | null;
+}
+
+/** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner. */
+export async function listSyncStates(args: ConnectionArgs & { filter?: SyncStateFilterArgs | null }, ctx: GraphQLContext) {
+  const request = forwardPageRequest(args, checkSyncStateCursor);
+  const filter: syncStates.SyncStateFilter = {
+    ...(args.filter?.connectorName != null && { connectorName: args.filter.connectorName }),
+    ...(args.filter?.ownerDID != null && { ownerDID: args.filter.ownerDID }),
+    ...(args.filter?.status != null && { status: args.filter.status }),
+  };
+  const scope = { visibleTo: visibilityScope(ctx.viewer), filter };
+  const page = await syncStates.listSyncStates(ctx.store, { ...scope, first: request.first, after: request.after ?? null });
+  return {
+    ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, (s) => ({ connectorName: s.connectorName, ownerDID: s.ownerDID })),
+    totalCount: () => syncStates.countSyncStates(ctx.store, scope),
+  };
+}
+
+/** Input of `updateSyncProgress`: one compare-and-swap round. */
+export interface UpdateSyncProgressArgs {
+  expectedVersion: number;
+  expectedIncarnation: string;
+  checkpoint?: unknown;
+  lastSyncedAt: string;
+  entityCount: number;
+  error?: string | null;
+  recovery?: unknown;
+}
+
+/**
+ * `updateSyncProgress`: single-shot CAS on (version, incarnation). A lost
+ * round returns `applied: false` and the current row so the client can
+ * rebase and retry.
+ */
+export async function updateSyncProgress(state: SyncState | null, input: UpdateSyncProgressArgs, ctx: GraphQLContext) {
+  if (state === null) throw new NotFoundError('sync state');
+  const result = await syncStates.compareAndSetSyncProgress(ctx.store, {
+    connectorName: state.connectorName,
+    ownerDID: state.ownerDID,
+    expectedVersion: input.expectedVersion,
+    expectedIncarnation: input.expectedIncarnation,
+    checkpoint: input.checkpoint ?? null,
+    lastSyncedAt: input.lastSyncedAt,
+    entityCount: input.entityCount,
+    error: input.error ?? null,
+    recovery: input.recovery ?? null,
+  });
+  // A delete between load and write leaves nothing to show: same as not found.
+  if (result.state === null) throw new NotFoundError('sync state');
+  return { applied: result.applied, syncState: result.state };
+}

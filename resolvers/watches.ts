@@ -1,0 +1,102 @@
+/** Thin resolvers of the watch API. No SQL here. */
+import * as watches from '../src/store/projection-watches/index.js';
+import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome, WatchCursor } from '../src/store/projection-watches/index.js';
+import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
+import type { GraphQLContext } from '../schema/context.js';
+import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { canSeeOwned, visibilityScope } from './viewer.js';
+
+/** Batch loader of the `ProjectionWatch` node: invisible rows load as null, like missing ones. */
+export async function loadWatchesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(ProjectionWatch | null)[]> {
+  const rows = await watches.getWatchesByNodeKeys(ctx.store, nodeKeys);
+  return rows.map((w) => (w !== null && canSeeOwned(ctx.viewer, w) ? w : null));
+}
+
+/** Batch loader of each document's visible watch. */
+export async function loadWatchesByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<(ProjectionWatch | null)[]> {
+  const byDocument = await watches.getWatchesByDocumentIDs(ctx.store, documentIDs);
+  return documentIDs.map((id) => {
+    const watch = byDocument.get(id) ?? null;
+    return watch !== null && canSeeOwned(ctx.viewer, watch) ? watch : null;
+  });
+}
+
+/** Filter arguments of `watches`. */
+export interface WatchFilterArgs {
+  statuses?: ProjectionWatchVerificationStatus[] | null;
+  connectorName?: string | null;
+  ownerDID?: string | null;
+  documentID?: string | null;
+}
+
+function toStoreFilter(filter: WatchFilterArgs | null | undefined): watches.WatchFilter {
+  return {
+    ...(filter?.statuses != null && { status: filter.statuses }),
+    ...(filter?.connectorName != null && { connectorName: filter.connectorName }),
+    ...(filter?.ownerDID != null && { ownerDID: filter.ownerDID }),
+    ...(filter?.documentID != null && { documentID: filter.documentID }),
+  };
+}
+
+function checkWatchCursor(parsed: unknown): WatchCursor | null {
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const { createdAt, nodeKey } = parsed as Record<string, unknown>;
+  return typeof createdAt === 'number' && Number.isSafeInteger(createdAt) && typeof nodeKey === 'string' && nodeKey !== ''
+    ? { createdAt, nodeKey }
+    : null;
+}
+
+/** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged forward. */
+export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterArgs | null }, ctx: GraphQLContext) {
+  const request = forwardPageRequest(args, checkWatchCursor);
+  const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
+  const page = await watches.listWatches(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after }) });
+  return {
+    ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, watches.watchCursor),
+    totalCount: () => watches.countWatches(ctx.store, scope),
+  };
+}
+
+/** `requestRepull`: re-arm a visible watch (a new generation), due at `dueAt` or now. */
+export function requestRepull(watch: ProjectionWatch | null, dueAt: Date | null | undefined, ctx: GraphQLContext) {
+  if (watch === null) throw new NotFoundError('watch');
+  return watches.requestRepullByNodeKey(ctx.store, watch.nodeKey, {
+    visibleTo: visibilityScope(ctx.viewer),
+    ...(dueAt != null && { dueAt: dueAt.getTime() }),
+  });
+}
+
+/** `claimWatchAttempt`: hold the current verification attempt of a visible watch. */
+export function claimWatchAttempt(watch: ProjectionWatch | null, input: { version: number; claimMs: number }, ctx: GraphQLContext) {
+  if (watch === null) throw new NotFoundError('watch');
+  return watches.claimWatchAttempt(ctx.store, { nodeKey: watch.nodeKey, version: input.version, claimMs: input.claimMs });
+}
+
+/** Input of `recordVerification`. */
+export interface RecordVerificationArgs {
+  version: number;
+  repairGeneration: number;
+  result: 'match' | 'mismatch' | 'offline';
+  digest?: string | null;
+}
+
+/** `recordVerification`: the verifier's result; a stale one changes nothing. */
+export async function recordVerification(watch: ProjectionWatch | null, input: RecordVerificationArgs, ctx: GraphQLContext) {
+  if (watch === null) throw new NotFoundError('watch');
+  let outcome: VerificationOutcome;
+  if (input.result === 'match') {
+    if (input.digest == null) throw new InvalidInputError('digest', 'is required when the result is MATCH');
+    outcome = { kind: 'match', digest: input.digest };
+  } else if (input.result === 'mismatch') {
+    outcome = input.digest == null ? { kind: 'mismatch' } : { kind: 'mismatch', observedDigest: input.digest };
+  } else {
+    outcome = { kind: 'offline' };
+  }
+  const result = await watches.recordVerification(ctx.store, {
+    nodeKey: watch.nodeKey,
+    version: input.version,
+    repairGeneration: input.repairGeneration,
+    outcome,
+  });
+  return { stale: result.status === 'stale', watch: result.watch };
+}

@@ -1,0 +1,90 @@
+/** `SyncState` (SPEC §3.1) with `syncStates` and the single-shot `updateSyncProgress`. Visible to its owner and services. */
+import { InputValidationError } from '@pothos/plugin-validation';
+import { z } from 'zod';
+import * as resolve from '../resolvers/sync-states.js';
+import { NotFoundError } from '../src/store/errors.js';
+import type { SyncState as SyncStateShape } from '../src/store/sync-state/index.js';
+import { builder } from './builder.js';
+import { nameInput, textInput, versionInput } from './inputs.js';
+
+export const SyncState = builder.loadableNode('SyncState', {
+  description: 'One connector’s sync checkpoint for one owner.',
+  id: { resolve: (state: SyncStateShape) => state.nodeKey },
+  load: resolve.loadSyncStatesByNodeKeys,
+  fields: (t) => ({
+    connectorName: t.exposeString('connectorName'),
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    checkpoint: t.expose('checkpoint', { type: 'JSON', nullable: true }),
+    lastSyncedAt: t.exposeString('lastSyncedAt', { description: 'As the connector wrote it.' }),
+    entityCount: t.exposeInt('entityCount'),
+    status: t.exposeString('status', { description: 'Owned by the connector’s sync workflow.' }),
+    error: t.exposeString('error', { nullable: true }),
+    recovery: t.expose('recovery', { type: 'JSON', nullable: true }),
+    version: t.exposeInt('version', { description: 'Advances by one on every progress write: send it back as expectedVersion.' }),
+    incarnation: t.exposeString('incarnation', {
+      nullable: true,
+      description: 'Changes when the row is deleted and recreated: send it back as expectedIncarnation.',
+    }),
+  }),
+});
+
+const SyncStateFilter = builder.inputType('SyncStateFilter', {
+  fields: (t) => ({
+    connectorName: t.string({ required: false }),
+    ownerDID: t.field({ type: 'DID', required: false }),
+    status: t.string({ required: false }),
+  }),
+});
+
+builder.queryField('syncStates', (t) =>
+  t.connection(
+    {
+      type: SyncState,
+      description: 'The viewer’s sync states (a service sees all), by connector then owner. Pages forward only.',
+      authScopes: { authenticated: true },
+      args: { filter: t.arg({ type: SyncStateFilter, required: false }) },
+      resolve: (_root, args, ctx) => resolve.listSyncStates(args, ctx),
+    },
+    {
+      name: 'SyncStateConnection',
+      fields: (tc) => ({
+        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
+      }),
+    },
+  ),
+);
+
+const UpdateSyncProgressInput = builder.inputType('UpdateSyncProgressInput', {
+  description: 'One compare-and-swap round of sync progress. The status is never written by this path.',
+  fields: (t) => ({
+    id: t.globalID({ for: [SyncState] }),
+    expectedVersion: t.int({ validate: versionInput }),
+    expectedIncarnation: t.string({ validate: textInput }),
+    checkpoint: t.field({ type: 'JSON', required: false }),
+    lastSyncedAt: t.string({ validate: nameInput }),
+    entityCount: t.int({ validate: z.number().int().min(0) }),
+    error: t.string({ required: false, validate: z.string().max(10_000).optional().nullable() }),
+    recovery: t.field({ type: 'JSON', required: false }),
+  }),
+});
+
+const UpdateSyncProgressPayload = builder.objectRef<{ applied: boolean; syncState: SyncStateShape }>('UpdateSyncProgressPayload').implement({
+  fields: (t) => ({
+    applied: t.exposeBoolean('applied', { description: 'False when another writer won: `syncState` is then the current row to rebase on.' }),
+    syncState: t.field({ type: SyncState, resolve: (r) => r.syncState }),
+  }),
+});
+
+builder.mutationField('updateSyncProgress', (t) =>
+  t.field({
+    authScopes: { authenticated: true },
+    description: 'Write sync progress if the row is still at the expected version and incarnation.',
+    type: UpdateSyncProgressPayload,
+    args: { input: t.arg({ type: UpdateSyncProgressInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'UpdateSyncProgressResult' } },
+    resolve: async (_root, { input }, ctx) => {
+      const state = await SyncState.getDataloader(ctx).load(input.id.id);
+      return resolve.updateSyncProgress(state, input, ctx);
+    },
+  }),
+);

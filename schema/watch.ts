@@ -1,0 +1,171 @@
+/**
+ * `ProjectionWatch` (SPEC §3.5) with `watches`, `requestRepull`,
+ * `claimWatchAttempt` and `recordVerification`. Visible to its owner and to
+ * service principals.
+ */
+import { InputValidationError } from '@pothos/plugin-validation';
+import { z } from 'zod';
+import * as resolve from '../resolvers/watches.js';
+import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../src/store/errors.js';
+import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
+import { builder } from './builder.js';
+import { textInput, versionInput } from './inputs.js';
+import { ConnectorOperation, DeferReason, enumValues } from './operation.js';
+
+export const VerificationStatus = builder.enumType('VerificationStatus', {
+  description: 'PENDING_VERIFICATION: a verification round is open. VERIFIED: the provider matches the local state. FAILED: gave up after the maximum mismatches.',
+  values: enumValues(PROJECTION_WATCH_VERIFICATION_STATUSES),
+});
+
+export const ProjectionWatch = builder.loadableNode('ProjectionWatch', {
+  description: 'A provider document tracked for verification against the local converged state. One per (owner, model, document).',
+  id: { resolve: (watch: WatchShape) => watch.nodeKey },
+  load: resolve.loadWatchesByNodeKeys,
+  fields: (t) => ({
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    connectorName: t.exposeString('connectorName'),
+    model: t.exposeString('model'),
+    accountKey: t.exposeString('accountKey'),
+    sourceID: t.exposeString('sourceID', { description: 'The provider’s id of the document.' }),
+    documentID: t.exposeString('documentID'),
+    verifiedStateDigest: t.exposeString('verifiedStateDigest', { nullable: true }),
+    observedWinnerDigest: t.exposeString('observedWinnerDigest', { nullable: true }),
+    verificationStatus: t.expose('verificationStatus', { type: VerificationStatus }),
+    verificationAttempts: t.exposeInt('verificationAttempts'),
+    repairGeneration: t.exposeInt('repairGeneration', { description: 'Advances every time a new verification round opens.' }),
+    nextAttemptAt: t.expose('nextAttemptAt', { type: 'DateTime', nullable: true }),
+    claimedUntil: t.expose('claimedUntil', { type: 'DateTime', nullable: true }),
+    deferReason: t.expose('deferReason', { type: DeferReason, nullable: true }),
+    version: t.exposeInt('version', { description: 'CAS counter: send it back with claimWatchAttempt and recordVerification.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+builder.objectField(ConnectorOperation, 'watch', (t) =>
+  t.loadable({
+    type: ProjectionWatch,
+    nullable: true,
+    description: 'The watch of the document this operation wrote, if any and visible.',
+    load: (documentIDs: string[], ctx) => resolve.loadWatchesByDocumentIDs(documentIDs, ctx),
+    resolve: (op) => op.documentID,
+  }),
+);
+
+const WatchFilter = builder.inputType('WatchFilter', {
+  description: 'Narrows `watches`; fields combine with AND.',
+  fields: (t) => ({
+    statuses: t.field({ type: [VerificationStatus], required: false }),
+    connectorName: t.string({ required: false }),
+    ownerDID: t.field({ type: 'DID', required: false }),
+    documentID: t.string({ required: false }),
+  }),
+});
+
+builder.queryField('watches', (t) =>
+  t.connection(
+    {
+      type: ProjectionWatch,
+      description: 'The viewer’s watches (a service sees all), newest first. Pages forward only.',
+      authScopes: { authenticated: true },
+      args: { filter: t.arg({ type: WatchFilter, required: false }) },
+      resolve: (_root, args, ctx) => resolve.listWatches(args, ctx),
+    },
+    {
+      name: 'ProjectionWatchConnection',
+      fields: (tc) => ({
+        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
+      }),
+    },
+  ),
+);
+
+const RequestRepullInput = builder.inputType('RequestRepullInput', {
+  description: 'Re-arm a watch: a new verification generation, due at `dueAt` (default now).',
+  fields: (t) => ({
+    id: t.globalID({ for: [ProjectionWatch] }),
+    dueAt: t.field({ type: 'DateTime', required: false }),
+  }),
+});
+
+const ClaimWatchAttemptInput = builder.inputType('ClaimWatchAttemptInput', {
+  description: 'Hold the current verification attempt for `claimMs` (compare-and-swap on `version`).',
+  fields: (t) => ({
+    id: t.globalID({ for: [ProjectionWatch] }),
+    version: t.int({ validate: versionInput }),
+    claimMs: t.int({ validate: z.number().int().min(1_000).max(3_600_000) }),
+  }),
+});
+
+const VerificationResult = builder.enumType('VerificationResult', {
+  description: 'MATCH: the provider matches (send the digest). MISMATCH: it does not (backoff; FAILED after the maximum). OFFLINE: could not check; deferred without spending an attempt.',
+  values: enumValues(['match', 'mismatch', 'offline'] as const),
+});
+
+const RecordVerificationInput = builder.inputType('RecordVerificationInput', {
+  description: 'The verifier’s result for the generation and version it claimed.',
+  fields: (t) => ({
+    id: t.globalID({ for: [ProjectionWatch] }),
+    version: t.int({ validate: versionInput }),
+    repairGeneration: t.int({ validate: versionInput }),
+    result: t.field({ type: VerificationResult }),
+    digest: t.string({ required: false, validate: textInput.optional().nullable(), description: 'MATCH: the verified digest (required). MISMATCH: the observed digest.' }),
+  }),
+});
+
+const WatchPayload = builder.objectRef<{ watch: WatchShape }>('WatchPayload').implement({
+  fields: (t) => ({ watch: t.field({ type: ProjectionWatch, resolve: (r) => r.watch }) }),
+});
+
+const RecordVerificationPayload = builder.objectRef<{ stale: boolean; watch: WatchShape | null }>('RecordVerificationPayload').implement({
+  fields: (t) => ({
+    stale: t.exposeBoolean('stale', { description: 'The result was for an older generation or version and changed nothing.' }),
+    watch: t.field({ type: ProjectionWatch, nullable: true, resolve: (r) => r.watch }),
+  }),
+});
+
+const mutation = { authScopes: { authenticated: true } } as const;
+
+builder.mutationFields((t) => ({
+  requestRepull: t.field({
+    ...mutation,
+    description: 'Re-arm a watch (a new generation). The worker’s sweep tick picks it up when due.',
+    type: WatchPayload,
+    args: { input: t.arg({ type: RequestRepullInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'RequestRepullResult' } },
+    resolve: async (_root, { input }, ctx) => {
+      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      return { watch: await resolve.requestRepull(watch, input.dueAt, ctx) };
+    },
+  }),
+  claimWatchAttempt: t.field({
+    ...mutation,
+    description: 'Hold the current verification attempt (CAS on version).',
+    type: WatchPayload,
+    args: { input: t.arg({ type: ClaimWatchAttemptInput, required: true }) },
+    errors: {
+      types: [InputValidationError, NotFoundError, StaleVersionError, InvalidStateError],
+      directResult: true,
+      union: { name: 'ClaimWatchAttemptResult' },
+    },
+    resolve: async (_root, { input }, ctx) => {
+      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      return { watch: await resolve.claimWatchAttempt(watch, input, ctx) };
+    },
+  }),
+  recordVerification: t.field({
+    ...mutation,
+    description: 'Record a verification result; one for an older generation or version is reported stale and changes nothing.',
+    type: RecordVerificationPayload,
+    args: { input: t.arg({ type: RecordVerificationInput, required: true }) },
+    errors: {
+      types: [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError],
+      directResult: true,
+      union: { name: 'RecordVerificationResult' },
+    },
+    resolve: async (_root, { input }, ctx) => {
+      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      return resolve.recordVerification(watch, input, ctx);
+    },
+  }),
+}));
