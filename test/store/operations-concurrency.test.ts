@@ -3,14 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { createStoreContext, type StoreContext } from '../../src/store/context.js';
 import { StaleLeaseError } from '../../src/store/errors.js';
 import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent } from '../../src/store/operations/index.js';
-import { describeEachDialect } from '../helpers/databases.js';
+import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
 import { claimFresh, claimInput, keyOf, LEASE_MS, rawRow } from '../helpers/operation-claim-fixtures.js';
 
 const KEY = keyOf(claimInput());
 
 describeEachDialect('operations: concurrency', (suite) => {
   /**
-   * Runs `race` with stores over two independent pools (25 connections
+   * Runs `race` with stores over two independent pools (TEST_POOL_SIZE connections
    * each) sharing the suite clock, every connection already open (otherwise
    * connecting staggers the racers so much that they rarely overlap). The
    * second pool is closed afterwards: the server allows ~100 connections.
@@ -19,7 +19,7 @@ describeEachDialect('operations: concurrency', (suite) => {
     const again = suite.database.connectAgain();
     try {
       const pools = [suite.store, createStoreContext(again.db, 'postgres', { now: suite.clock.now })];
-      await Promise.all(pools.flatMap((store) => Array.from({ length: 25 }, () => sql`select pg_sleep(0.02)`.execute(store.db))));
+      await Promise.all(pools.flatMap((store) => Array.from({ length: TEST_POOL_SIZE }, () => sql`select pg_sleep(0.02)`.execute(store.db))));
       return await race(pools);
     } finally {
       await again.close();
