@@ -1,6 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  resolve: {
+    // graphql 16 ships CJS (`main`) and ESM (`module`). Node, and so every
+    // dependency (yoga, Pothos), loads the CJS build; without this alias Vite
+    // would give our sources the ESM one, and `instanceof GraphQLError`
+    // across the two would fail in tests only.
+    alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],

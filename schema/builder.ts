@@ -9,6 +9,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
 import ValidationPlugin from '@pothos/plugin-validation';
+import { GraphQLError } from 'graphql';
 import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import type { GraphQLContext } from './context.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
@@ -73,6 +74,14 @@ export const builder = new SchemaBuilder<{
     },
   },
   scopeAuth: {
+    // Expected, so not masked: a typed top-level error clients can act on.
+    unauthorizedError: (_parent, ctx, info) =>
+      new GraphQLError(
+        ctx.viewer.kind === 'anonymous'
+          ? `Not authorized: ${info.fieldName} needs a bearer token (Authorization: Bearer <JWT>)`
+          : `Not authorized to use ${info.fieldName}`,
+        { extensions: { code: ctx.viewer.kind === 'anonymous' ? 'UNAUTHENTICATED' : 'FORBIDDEN' } },
+      ),
     // Anonymous callers see a typed "not authorized" error, never data.
     authScopes: (ctx) => ({
       authenticated: ctx.viewer.kind !== 'anonymous',
