@@ -57,6 +57,8 @@ export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
   description: 'One write-back create or update, keyed by its caller’s idempotency key. Visible to its caller and its owner.',
   id: { resolve: (op: ConnectorOperationShape) => op.nodeKey },
   load: resolve.loadOperationsByNodeKeys,
+  // Caps the IN list of one batch (a `nodes` call or a long page).
+  loaderOptions: { maxBatchSize: 500 },
   fields: (t) => ({
     operationID: t.exposeString('operationID', { description: 'The caller’s idempotency key.' }),
     callerDID: t.expose('callerDID', { type: 'DID' }),

@@ -11,6 +11,8 @@ export const SyncState = builder.loadableNode('SyncState', {
   description: 'One connector’s sync checkpoint for one owner.',
   id: { resolve: (state: SyncStateShape) => state.nodeKey },
   load: resolve.loadSyncStatesByNodeKeys,
+  // Caps the IN list of one batch (a `nodes` call or a long page).
+  loaderOptions: { maxBatchSize: 500 },
   fields: (t) => ({
     connectorName: t.exposeString('connectorName'),
     ownerDID: t.expose('ownerDID', { type: 'DID' }),

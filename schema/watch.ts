@@ -21,6 +21,8 @@ export const ProjectionWatch = builder.loadableNode('ProjectionWatch', {
   description: 'A provider document tracked for verification against the local converged state. One per (owner, model, document).',
   id: { resolve: (watch: WatchShape) => watch.nodeKey },
   load: resolve.loadWatchesByNodeKeys,
+  // Caps the IN list of one batch (a `nodes` call or a long page).
+  loaderOptions: { maxBatchSize: 500 },
   fields: (t) => ({
     ownerDID: t.expose('ownerDID', { type: 'DID' }),
     connectorName: t.exposeString('connectorName'),
