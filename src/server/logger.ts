@@ -1,5 +1,5 @@
 /** Structured JSON logs (pino). Secrets are redacted by path as a second line of defence. */
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -16,7 +16,8 @@ const REDACT = [
   'req.headers.authorization',
 ];
 
-/** Creates the process logger at `level`. */
-export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: REDACT, censor: '[redacted]' } });
+/** Creates the process logger at `level`, writing to `destination` (default stdout; tests capture lines). */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = { level, redact: { paths: REDACT, censor: '[redacted]' } };
+  return destination === undefined ? pino(options) : pino(options, destination);
 }

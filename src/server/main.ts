@@ -5,8 +5,10 @@
 import { createServer, type Server } from 'node:http';
 import { checkConnection, openDatabase } from '../db/connect.js';
 import { migrateToLatest } from '../db/migrator.js';
+import { createStoreContext } from '../store/context.js';
 import { createServerApp } from './app.js';
 import { loadConfig } from './config.js';
+import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
 
 async function main(): Promise<void> {
@@ -28,6 +30,12 @@ async function main(): Promise<void> {
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   logger.info({ database: database.target.display, url: `${url}/graphql` }, 'connector store listening');
+  const jobs = startBackgroundJobs({
+    store: createStoreContext(database.db, database.dialect),
+    logger: logger.child({ component: 'jobs' }),
+    intervalMs: config.jobs.retentionIntervalMs,
+    jobs: serverJobs(config.jobs),
+  });
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -35,12 +43,15 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: readiness off, finishing in-flight requests');
     app.markNotReady();
+    // Jobs stop with readiness: a run in progress finishes before the pool closes.
+    const jobsStopped = jobs.stop();
     const force = setTimeout(() => {
       logger.warn('grace period over, closing remaining connections');
       server.closeAllConnections();
     }, config.shutdownGraceMs);
     force.unref();
     server.close(async () => {
+      await jobsStopped;
       await database.close();
       logger.info('stopped');
       process.exit(0);
