@@ -11,6 +11,7 @@ import { LIVE_OPERATION_STATES } from '../src/store/operations/index.js';
 import type { ProjectionWatch } from '../src/store/projection-watches/index.js';
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
 import type { GraphQLContext } from '../schema/context.js';
+import { announce } from './changes.js';
 import { canSeeOwned } from './viewer.js';
 
 /** Batch loader of each document's visible trim record. */
@@ -61,7 +62,7 @@ export interface FinalizeArgs {
  */
 export async function finalizeOperation(operation: ConnectorOperation | null, input: FinalizeArgs, ctx: GraphQLContext) {
   if (operation === null) throw new NotFoundError('operation');
-  return finalizeOperationAndArmWatch(ctx.store, {
+  const result = await finalizeOperationAndArmWatch(ctx.store, {
     key: { callerDID: operation.callerDID, operationID: operation.operationID },
     version: input.version,
     leaseToken: input.leaseToken,
@@ -76,4 +77,10 @@ export async function finalizeOperation(operation: ConnectorOperation | null, in
       sourceID: input.sourceID,
     },
   });
+  // A lost finalize wrote nothing and announces nothing.
+  if (result.finalized) {
+    await announce(ctx, 'operation', [operation.nodeKey]);
+    await announce(ctx, 'watch', [result.watch?.nodeKey]);
+  }
+  return result;
 }

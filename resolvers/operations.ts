@@ -8,6 +8,7 @@ import type { ConnectorOperation, ConnectorOperationState, OperationCursor } fro
 import { resumeOfflineWatches } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from '../schema/context.js';
 import { pageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { announce } from './changes.js';
 import { actingOwner, canSeeOperation, viewerDID, visibilityScope } from './viewer.js';
 
 /** Batch loader of the `ConnectorOperation` node: invisible rows come back as null, like missing ones. */
@@ -90,7 +91,10 @@ export interface ClaimOperationArgs {
 export async function claimOperation(input: ClaimOperationArgs, ctx: GraphQLContext) {
   const callerDID = viewerDID(ctx.viewer);
   const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
-  return operations.claimOperation(ctx.store, { ...input, callerDID, ownerDID, sourceID: input.sourceID ?? null });
+  const result = await operations.claimOperation(ctx.store, { ...input, callerDID, ownerDID, sourceID: input.sourceID ?? null });
+  // Only a claim that took a lease wrote anything.
+  if (result.outcome === 'CLAIMED') await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return result;
 }
 
 /** A fenced write's input: the operation node, the lease epoch and the holder's token. */
@@ -109,7 +113,9 @@ export function fenceOf({ operation, version, leaseToken }: FenceArgs): operatio
 /** `acquireOperationLease`: take an absent or expired lease of a visible live operation. */
 export async function acquireOperationLease(operation: ConnectorOperation | null, leaseMs: number, ctx: GraphQLContext) {
   if (operation === null) throw new NotFoundError('operation');
-  return operations.acquireOperationLease(ctx.store, { key: { callerDID: operation.callerDID, operationID: operation.operationID }, leaseMs });
+  const result = await operations.acquireOperationLease(ctx.store, { key: { callerDID: operation.callerDID, operationID: operation.operationID }, leaseMs });
+  if (result.acquired) await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return result;
 }
 
 /** `resumeDeferred`: a service resumes any owner's work; a user only their own. */
@@ -121,10 +127,14 @@ export async function resumeDeferred(
   if (input.reason === 'offline') {
     const resumed = await operations.resumeDeferred(ctx.store, { reason: 'offline', ...(ownerDID !== undefined && { ownerDID }) });
     const watches = await resumeOfflineWatches(ctx.store, ownerDID !== undefined ? { ownerDID } : {});
-    return { operations: resumed, watches };
+    await announce(ctx, 'operation', resumed);
+    await announce(ctx, 'watch', watches);
+    return { operations: resumed.length, watches: watches.length };
   }
   if (ownerDID === undefined || input.connectorName == null) {
     throw new InvalidInputError('connectorName', 'ownerDID and connectorName are required to resume auth-deferred work');
   }
-  return { operations: await operations.resumeDeferred(ctx.store, { reason: 'auth', ownerDID, connectorName: input.connectorName }), watches: 0 };
+  const resumed = await operations.resumeDeferred(ctx.store, { reason: 'auth', ownerDID, connectorName: input.connectorName });
+  await announce(ctx, 'operation', resumed);
+  return { operations: resumed.length, watches: 0 };
 }

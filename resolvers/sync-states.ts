@@ -4,6 +4,7 @@ import * as syncStates from '../src/store/sync-state/index.js';
 import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
 import type { GraphQLContext } from '../schema/context.js';
 import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { announce } from './changes.js';
 import { canSeeOwned, visibilityScope } from './viewer.js';
 
 /** Batch loader of the `SyncState` node: invisible rows load as null, like missing ones. */
@@ -72,5 +73,6 @@ export async function updateSyncProgress(state: SyncState | null, input: UpdateS
   });
   // A delete between load and write leaves nothing to show: same as not found.
   if (result.state === null) throw new NotFoundError('sync state');
+  if (result.applied) await announce(ctx, 'syncState', [result.state.nodeKey]);
   return { applied: result.applied, syncState: result.state };
 }

@@ -4,6 +4,7 @@ import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOu
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import type { GraphQLContext } from '../schema/context.js';
 import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { announce } from './changes.js';
 import { canSeeOwned, visibilityScope } from './viewer.js';
 
 /** Batch loader of the `ProjectionWatch` node: invisible rows load as null, like missing ones. */
@@ -58,18 +59,22 @@ export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterA
 }
 
 /** `requestRepull`: re-arm a visible watch (a new generation), due at `dueAt` or now. */
-export function requestRepull(watch: ProjectionWatch | null, dueAt: Date | null | undefined, ctx: GraphQLContext) {
+export async function requestRepull(watch: ProjectionWatch | null, dueAt: Date | null | undefined, ctx: GraphQLContext) {
   if (watch === null) throw new NotFoundError('watch');
-  return watches.requestRepullByNodeKey(ctx.store, watch.nodeKey, {
+  const rearmed = await watches.requestRepullByNodeKey(ctx.store, watch.nodeKey, {
     visibleTo: visibilityScope(ctx.viewer),
     ...(dueAt != null && { dueAt: dueAt.getTime() }),
   });
+  await announce(ctx, 'watch', [rearmed.nodeKey]);
+  return rearmed;
 }
 
 /** `claimWatchAttempt`: hold the current verification attempt of a visible watch. */
-export function claimWatchAttempt(watch: ProjectionWatch | null, input: { version: number; claimMs: number }, ctx: GraphQLContext) {
+export async function claimWatchAttempt(watch: ProjectionWatch | null, input: { version: number; claimMs: number }, ctx: GraphQLContext) {
   if (watch === null) throw new NotFoundError('watch');
-  return watches.claimWatchAttempt(ctx.store, { nodeKey: watch.nodeKey, version: input.version, claimMs: input.claimMs });
+  const claimed = await watches.claimWatchAttempt(ctx.store, { nodeKey: watch.nodeKey, version: input.version, claimMs: input.claimMs });
+  await announce(ctx, 'watch', [claimed.nodeKey]);
+  return claimed;
 }
 
 /** Input of `recordVerification`. */
@@ -98,5 +103,6 @@ export async function recordVerification(watch: ProjectionWatch | null, input: R
     repairGeneration: input.repairGeneration,
     outcome,
   });
+  if (result.status === 'applied') await announce(ctx, 'watch', [result.watch.nodeKey]);
   return { stale: result.status === 'stale', watch: result.watch };
 }

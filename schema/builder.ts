@@ -74,6 +74,8 @@ export const builder = new SchemaBuilder<{
     },
   },
   scopeAuth: {
+    // Subscriptions are refused at subscribe time, not per event.
+    authorizeOnSubscribe: true,
     // Expected, so not masked: a typed top-level error clients can act on.
     unauthorizedError: (_parent, ctx, info) =>
       new GraphQLError(

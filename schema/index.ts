@@ -6,5 +6,6 @@ import './operation.js';
 import './watch.js';
 import './sync-state.js';
 import './document.js';
+import './subscriptions.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -5,6 +5,7 @@
  */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
+import { announce } from '../resolvers/changes.js';
 import * as resolve from '../resolvers/operations.js';
 import { ForbiddenError } from '../resolvers/errors.js';
 import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
@@ -341,7 +342,9 @@ function fenced<I extends { id: { id: string }; version: number; leaseToken: str
       // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
       const { input } = args as { input: I };
       const operation = await ConnectorOperation.getDataloader(ctx).load(input.id.id);
-      return write(resolve.fenceOf({ operation, version: input.version, leaseToken: input.leaseToken }), input, ctx);
+      const result = await write(resolve.fenceOf({ operation, version: input.version, leaseToken: input.leaseToken }), input, ctx);
+      await announce(ctx, 'operation', [result.operation.nodeKey]);
+      return result;
     },
   });
 }

@@ -54,7 +54,7 @@ builder.objectField(ConnectorOperation, 'watch', (t) =>
   }),
 );
 
-const WatchFilter = builder.inputType('WatchFilter', {
+export const WatchFilter = builder.inputType('WatchFilter', {
   description: 'Narrows `watches`; fields combine with AND.',
   fields: (t) => ({
     statuses: t.field({ type: [VerificationStatus], required: false }),

@@ -8,12 +8,15 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { initContextCache } from '@pothos/core';
 import { GraphQLError } from 'graphql';
 import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { AuthenticationError, bearerChallenge, resolveViewer } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
+import { createSubscriptionLimiter } from '../../resolvers/subscriptions.js';
+import { createInProcessChangeFeed, type ChangeFeed } from './change-feed.js';
 import { schema } from '../../schema/index.js';
 import type { GraphQLContext } from '../../schema/context.js';
 import type { ServerConfig } from './config.js';
@@ -26,6 +29,8 @@ export interface ServerAppOptions {
   logger: Logger;
   /** Clock and id source for the store (tests pin these). */
   storeDeps?: Partial<StoreDeps>;
+  /** Where committed changes go and subscriptions listen. Default: an in-process feed. */
+  changes?: ChangeFeed;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -38,8 +43,9 @@ export interface ServerApp {
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
 
 /** Builds the yoga app over an open, migrated database. */
-export function createServerApp({ config, database, logger, storeDeps }: ServerAppOptions): ServerApp {
+export function createServerApp({ config, database, logger, storeDeps, changes = createInProcessChangeFeed() }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
+  const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer);
   const requestIDs = new WeakMap<Request, string>();
   const requestIDOf = (request: Request): string => {
     let id = requestIDs.get(request);
@@ -66,6 +72,15 @@ export function createServerApp({ config, database, logger, storeDeps }: ServerA
       check: async () => {
         if (!ready) return false;
         await sql`select 1`.execute(database.db);
+        const feed = changes.status();
+        // Live updates are part of the service: a replica whose feed is down
+        // drains until it reconnects, and says why.
+        if (feed !== 'connected') {
+          return new Response(JSON.stringify({ ready: false, changeFeed: feed }), {
+            status: 503,
+            headers: { 'content-type': 'application/json' },
+          });
+        }
         return true;
       },
     }),
@@ -109,7 +124,7 @@ export function createServerApp({ config, database, logger, storeDeps }: ServerA
         throw error;
       }
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
-      return { store, requestID, viewer, log };
+      return { store, changes, subscriptions, requestID, viewer, log, ...initContextCache() };
     },
     plugins,
   });

@@ -35,6 +35,7 @@ const EnvSchema = z.object({
   MAX_ALIASES: int(1, 1_000).default(30),
   MAX_TOKENS: int(100, 1_000_000).default(5_000),
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
+  MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
   RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
   IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
@@ -56,7 +57,15 @@ export interface ServerConfig {
   graphiql: boolean;
   introspection: boolean;
   db: { statementTimeoutMs: number; poolMax: number };
-  limits: { maxDepth: number; maxCost: number; maxAliases: number; maxTokens: number; maxBodyBytes: number };
+  limits: {
+    maxDepth: number;
+    maxCost: number;
+    maxAliases: number;
+    maxTokens: number;
+    maxBodyBytes: number;
+    /** Open subscriptions per viewer, per replica. */
+    maxSubscriptionsPerViewer: number;
+  };
   jobs: {
     /** How often retention and the pending-auth expiry sweep run; 0 disables. */
     retentionIntervalMs: number;
@@ -113,6 +122,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxAliases: e.MAX_ALIASES,
       maxTokens: e.MAX_TOKENS,
       maxBodyBytes: e.MAX_BODY_BYTES,
+      maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

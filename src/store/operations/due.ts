@@ -14,9 +14,9 @@ export type ResumeDeferredInput =
  * Makes matching deferred live operations due now (`next_attempt_at = now`,
  * `defer_reason` null); leases and versions are untouched. `offline`: every
  * owner's (the device reconnected), or one owner's when `ownerDID` is given. `auth`: one owner's connector (they just
- * authorized). Returns how many operations were resumed.
+ * authorized). Returns the node keys of the operations it resumed.
  */
-export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<number> {
+export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<string[]> {
   if (input.reason !== 'offline' && input.reason !== 'auth') throw new InvalidInputError('reason', 'must be offline or auth');
   const now = store.now();
   let query = store.db
@@ -33,8 +33,8 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
     requireNonEmpty('connectorName', input.connectorName);
     query = query.where('owner_did', '=', input.ownerDID).where('connector_name', '=', input.connectorName);
   }
-  const result = await query.executeTakeFirst();
-  return Number(result.numUpdatedRows);
+  const rows = await query.returning('node_key').execute();
+  return rows.map((row) => row.node_key);
 }
 
 /**

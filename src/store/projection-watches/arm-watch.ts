@@ -187,10 +187,10 @@ export async function requestRepullByNodeKey(
 /**
  * Makes every watch deferred for being offline due now (the device
  * reconnected), optionally for one owner only. Like a coalesce it moves only
- * the schedule (and clears the defer reason), not the version. Returns how
- * many watches it moved.
+ * the schedule (and clears the defer reason), not the version. Returns the node keys
+ * of the watches it resumed.
  */
-export async function resumeOfflineWatches(store: StoreContext, options: { ownerDID?: string } = {}): Promise<number> {
+export async function resumeOfflineWatches(store: StoreContext, options: { ownerDID?: string } = {}): Promise<string[]> {
   const now = store.now();
   let query = store.db
     .updateTable('kubun_connector_projection_watch')
@@ -198,8 +198,8 @@ export async function resumeOfflineWatches(store: StoreContext, options: { owner
     .where('verification_status', '=', 'pending_verification')
     .where('defer_reason', '=', 'offline');
   if (options.ownerDID !== undefined) query = query.where('owner_did', '=', options.ownerDID);
-  const result = await query.executeTakeFirst();
-  return Number(result.numUpdatedRows);
+  const rows = await query.returning('node_key').execute();
+  return rows.map((row) => row.node_key);
 }
 
 async function readWatchForUpdate(store: StoreContext, identity: ProjectionWatchIdentity) {

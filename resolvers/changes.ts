@@ -1,0 +1,19 @@
+/** Announcing committed changes to subscribers. */
+import type { ChangeEvent, ChangeKind } from '../src/server/change-feed.js';
+import type { GraphQLContext } from '../schema/context.js';
+
+/**
+ * Publishes that these nodes changed. Called only after the store call
+ * returned, i.e. after its transaction committed; a failure to publish is
+ * logged, never turned into a failed mutation (the write stands).
+ */
+export async function announce(ctx: GraphQLContext, kind: ChangeKind, nodeKeys: readonly (string | null | undefined)[]): Promise<void> {
+  const events: ChangeEvent[] = [];
+  for (const nodeKey of nodeKeys) if (nodeKey != null) events.push({ kind, nodeKey });
+  if (events.length === 0) return;
+  try {
+    await ctx.changes.publish(events);
+  } catch (error) {
+    ctx.log.warn({ err: error, count: events.length }, 'publishing a change failed; subscribers will miss it');
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Live changes for one subscriber. Each committed change of the right kind
+ * queues its node key; the subscriber reloads the node through the same
+ * per-request loaders (and so the same visibility rules) as queries, with a
+ * fresh loader cache per event, and yields it if it is visible and matches.
+ * An invisible node is skipped exactly like a node that does not exist.
+ */
+import { contextCacheSymbol } from '@pothos/core';
+import { GraphQLError } from 'graphql';
+import { Repeater } from 'graphql-yoga';
+import type { ChangeKind } from '../src/server/change-feed.js';
+import type { GraphQLContext } from '../schema/context.js';
+import { viewerDID } from './viewer.js';
+
+/** Events a subscriber may have waiting before it is closed as too slow. */
+export const MAX_PENDING_EVENTS = 1_000;
+
+/** What one subscription listens for. */
+export interface ChangeStreamOptions<T> {
+  kind: ChangeKind;
+  /** Cheap pre-filter on the node key (e.g. one id); default: every key. */
+  nodeKey?: string;
+  /** Loads the node with the subscriber's loaders; null when missing or invisible. */
+  load: (nodeKey: string, ctx: GraphQLContext) => Promise<T | null>;
+  /** Whether a loaded node belongs in this stream (filters); default: all. */
+  accept?: (node: T) => boolean;
+}
+
+/** The async stream a subscription field returns. Closing it (client gone) frees everything. */
+export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): AsyncIterable<T> {
+  // Refused before anything is registered, so a refusal holds nothing.
+  const release = ctx.subscriptions.open(viewerDID(ctx.viewer));
+  return new Repeater<T>(async (push, stop) => {
+    const queue: string[] = [];
+    let wake: (() => void) | undefined;
+    const unlisten = ctx.changes.listen((event) => {
+      if (event.kind !== options.kind) return;
+      if (options.nodeKey !== undefined && event.nodeKey !== options.nodeKey) return;
+      if (queue.length >= MAX_PENDING_EVENTS) {
+        stop(new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } }));
+        return;
+      }
+      queue.push(event.nodeKey);
+      wake?.();
+    });
+    let stopped = false;
+    void stop.then(() => {
+      stopped = true;
+      wake?.();
+    });
+    try {
+      while (!stopped) {
+        const nodeKey = queue.shift();
+        if (nodeKey === undefined) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = undefined;
+          continue;
+        }
+        // A fresh loader cache for this event: the subscription's context
+        // lives as long as the stream, and a cached row would be stale.
+        (ctx as unknown as Record<symbol, object>)[contextCacheSymbol] = {};
+        const node = await options.load(nodeKey, ctx);
+        if (node !== null && (options.accept?.(node) ?? true)) await push(node);
+      }
+    } catch (error) {
+      ctx.log.error({ err: error }, 'subscription failed');
+      stop(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
+    } finally {
+      unlisten();
+      release();
+    }
+  });
+}
+
+/** A per-process cap on open subscriptions per viewer. */
+export function createSubscriptionLimiter(maxPerViewer: number) {
+  const open = new Map<string, number>();
+  return {
+    open(viewer: string): () => void {
+      const count = open.get(viewer) ?? 0;
+      if (count >= maxPerViewer) {
+        throw new GraphQLError(`too many open subscriptions (at most ${maxPerViewer} per viewer)`, {
+          extensions: { code: 'TOO_MANY_SUBSCRIPTIONS' },
+        });
+      }
+      open.set(viewer, count + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const left = (open.get(viewer) ?? 1) - 1;
+        if (left <= 0) open.delete(viewer);
+        else open.set(viewer, left);
+      };
+    },
+    /** Open subscriptions of one viewer (for tests and metrics). */
+    count: (viewer: string) => open.get(viewer) ?? 0,
+  };
+}

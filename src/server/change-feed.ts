@@ -1,0 +1,193 @@
+/**
+ * The change feed behind subscriptions. Writers publish the node keys a
+ * committed write changed; every replica's feed delivers them to its local
+ * listeners. On Postgres the fan-out crosses replicas through LISTEN/NOTIFY
+ * on a dedicated connection (re-established when it drops); on SQLite, whose
+ * database belongs to one process, it stays in process.
+ */
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+/** Which kind of node changed. */
+export type ChangeKind = 'operation' | 'watch' | 'syncState';
+
+/** One committed change: the node's kind and its node key (never a secret or a primary key). */
+export interface ChangeEvent {
+  kind: ChangeKind;
+  nodeKey: string;
+}
+
+/** Receives every change the feed delivers, in the order published per node. */
+export type ChangeListener = (event: ChangeEvent) => void;
+
+/** Where the feed stands; `/readyz` reports it. */
+export type ChangeFeedStatus = 'connected' | 'reconnecting' | 'closed';
+
+/** Publishes committed changes and delivers them to this process's listeners. */
+export interface ChangeFeed {
+  /**
+   * Announces changes. Call only after the writing transaction committed
+   * (resolvers call it after the store call returned): a rolled-back or
+   * refused write never reaches here.
+   */
+  publish(events: readonly ChangeEvent[]): Promise<void>;
+  /** Adds a listener; returns the function that removes it. */
+  listen(listener: ChangeListener): () => void;
+  status(): ChangeFeedStatus;
+  close(): Promise<void>;
+}
+
+/** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
+export function createInProcessChangeFeed(): ChangeFeed {
+  const listeners = new Set<ChangeListener>();
+  let closed = false;
+  return {
+    async publish(events) {
+      if (closed) return;
+      for (const event of events) deliver(listeners, event);
+    },
+    listen(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    status: () => (closed ? 'closed' : 'connected'),
+    async close() {
+      closed = true;
+      listeners.clear();
+    },
+  };
+}
+
+/** The NOTIFY channel shared by every replica on one database. */
+export const CHANGE_CHANNEL = 'kubun_connector_changes';
+
+/** Options of {@link createPostgresChangeFeed}. */
+export interface PostgresChangeFeedOptions {
+  connectionString: string;
+  /** Publishes with this pool (a `select pg_notify(…)` after the write committed). */
+  publish: (channel: string, payload: string) => Promise<void>;
+  logger: Logger;
+  /** First reconnect delay in ms, doubling to {@link maxReconnectDelayMs}. Default 100. */
+  reconnectDelayMs?: number;
+  /** Default 5 000. */
+  maxReconnectDelayMs?: number;
+}
+
+/** NOTIFY payloads are limited to 8000 bytes; node keys are ~22 characters, so batches stay far below. */
+const MAX_KEYS_PER_NOTIFY = 100;
+const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's' };
+const KINDS_BY_CODE = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as ChangeKind]));
+
+/**
+ * Feed across replicas: one LISTEN connection per process, apart from the
+ * pool, so a busy pool never delays delivery. When it drops, the feed reports
+ * `reconnecting`, logs, and reconnects with backoff; changes published while
+ * it was down are not replayed (clients re-query on reconnect: see README).
+ */
+export async function createPostgresChangeFeed(options: PostgresChangeFeedOptions): Promise<ChangeFeed> {
+  const listeners = new Set<ChangeListener>();
+  const log = options.logger.child({ component: 'change-feed' });
+  const baseDelay = options.reconnectDelayMs ?? 100;
+  const maxDelay = options.maxReconnectDelayMs ?? 5_000;
+  let client: pg.Client | undefined;
+  let status: ChangeFeedStatus = 'reconnecting';
+  let retry: NodeJS.Timeout | undefined;
+  let delay = baseDelay;
+  let everConnected = false;
+
+  const onNotification = (message: pg.Notification) => {
+    if (message.channel !== CHANGE_CHANNEL || message.payload === undefined) return;
+    for (const event of decodePayload(message.payload)) deliver(listeners, event);
+  };
+
+  const connect = async (): Promise<void> => {
+    const next = new pg.Client({ connectionString: options.connectionString, application_name: 'connector-store-listener' });
+    next.on('notification', onNotification);
+    // Errors and ends both mean the LISTEN is gone; reconnect once per client.
+    let dropped = false;
+    const drop = (reason: string) => {
+      if (dropped || status === 'closed') return;
+      dropped = true;
+      next.removeAllListeners('notification');
+      next.end().catch(() => {});
+      status = 'reconnecting';
+      log.warn({ reason }, 'change feed connection lost; reconnecting');
+      schedule();
+    };
+    next.on('error', (error) => drop(error.message));
+    next.on('end', () => drop('connection ended'));
+    try {
+      await next.connect();
+      await next.query(`LISTEN ${CHANGE_CHANNEL}`);
+    } catch (error) {
+      drop(error instanceof Error ? error.message : String(error));
+      return;
+    }
+    if (status === 'closed') {
+      await next.end().catch(() => {});
+      return;
+    }
+    client = next;
+    status = 'connected';
+    delay = baseDelay;
+    if (everConnected) log.info('change feed connection re-established');
+    everConnected = true;
+  };
+
+  const schedule = () => {
+    if (retry !== undefined || status === 'closed') return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      void connect();
+    }, delay);
+    retry.unref();
+    delay = Math.min(delay * 2, maxDelay);
+  };
+
+  await connect();
+  return {
+    async publish(events) {
+      for (let i = 0; i < events.length; i += MAX_KEYS_PER_NOTIFY) {
+        await options.publish(CHANGE_CHANNEL, encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY)));
+      }
+    },
+    listen(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    status: () => status,
+    async close() {
+      status = 'closed';
+      if (retry !== undefined) clearTimeout(retry);
+      listeners.clear();
+      await client?.end().catch(() => {});
+    },
+  };
+}
+
+/** `o:key w:key …`: compact, and a node key (base64url) never contains a space or colon. */
+export function encodePayload(events: readonly ChangeEvent[]): string {
+  return events.map((e) => `${KIND_CODES[e.kind]}:${e.nodeKey}`).join(' ');
+}
+
+/** The events of a payload; anything malformed is skipped. */
+export function decodePayload(payload: string): ChangeEvent[] {
+  const events: ChangeEvent[] = [];
+  for (const part of payload.split(' ')) {
+    const kind = KINDS_BY_CODE.get(part.slice(0, 1));
+    const nodeKey = part.slice(2);
+    if (kind !== undefined && part[1] === ':' && nodeKey !== '') events.push({ kind, nodeKey });
+  }
+  return events;
+}
+
+function deliver(listeners: Set<ChangeListener>, event: ChangeEvent): void {
+  // A listener only queues (see subscriptions); one that throws must not starve the rest.
+  for (const listener of listeners) {
+    try {
+      listener(event);
+    } catch {
+      // ignored: the subscription owning it reports its own failure
+    }
+  }
+}
