@@ -1,0 +1,165 @@
+/** The `syncStates` connection and `updateSyncProgress`, through yoga.fetch on both dialects. */
+import { describe, expect, it } from 'vitest';
+import { deleteSyncState, getSyncState } from '../../src/store/sync-state/index.js';
+import { describeGraphQL, type GraphQLResponse, type Principal } from '../helpers/graphql.js';
+import { SYNC_STATES, UPDATE_SYNC_PROGRESS } from '../helpers/graphql-documents.js';
+import { seedSyncState, unknownNodeID } from '../helpers/graphql-seed.js';
+
+describeGraphQL('graphql sync states', (suite) => {
+  const names = (res: GraphQLResponse): string[] =>
+    (res.data.syncStates.edges as { node: { connectorName: string; ownerDID: string } }[]).map((e) => `${e.node.connectorName}/${e.node.ownerDID === suite.keys.alice.did ? 'alice' : 'bob'}`);
+
+  async function seedStates() {
+    await seedSyncState(suite, { connectorName: 'google', status: 'syncing' });
+    await seedSyncState(suite, { connectorName: 'github' });
+    await seedSyncState(suite, { connectorName: 'notion', status: 'error' });
+    await seedSyncState(suite, { connectorName: 'google', ownerDID: suite.keys.bob.did });
+    await seedSyncState(suite, { connectorName: 'dropbox', ownerDID: suite.keys.bob.did });
+  }
+
+  describe('syncStates connection', () => {
+    it('lists the viewer’s sync states by connector with every field and totalCount', async () => {
+      await seedStates();
+      const res = await suite.gql(SYNC_STATES, { first: 10 });
+      expect(res.errors).toBeUndefined();
+      expect(names(res)).toEqual(['github/alice', 'google/alice', 'notion/alice']);
+      expect(res.data.syncStates.totalCount).toBe(3);
+      const stored = await getSyncState(suite.store, 'google', suite.keys.alice.did);
+      expect(res.data.syncStates.edges[1].node).toEqual({
+        id: expect.any(String),
+        connectorName: 'google',
+        ownerDID: suite.keys.alice.did,
+        checkpoint: { cursor: 'c-0' },
+        lastSyncedAt: '2026-01-01T00:00:00Z',
+        entityCount: 0,
+        status: 'syncing',
+        error: null,
+        recovery: null,
+        version: 0,
+        incarnation: stored!.incarnation,
+      });
+    });
+
+    it('shows a service every owner’s rows by (connector, owner), and a stranger none', async () => {
+      await seedStates();
+      const worker = await suite.gql(SYNC_STATES, { first: 10 }, { as: 'worker' });
+      expect(worker.data.syncStates.totalCount).toBe(5);
+      const expected = [
+        'dropbox/bob',
+        'github/alice',
+        ...[suite.keys.alice.did, suite.keys.bob.did].sort().map((did) => `google/${did === suite.keys.alice.did ? 'alice' : 'bob'}`),
+        'notion/alice',
+      ];
+      expect(names(worker)).toEqual(expected);
+      const mallory = await suite.gql(SYNC_STATES, { first: 10 }, { as: 'mallory' });
+      expect(mallory.data.syncStates).toMatchObject({ totalCount: 0, edges: [] });
+    });
+
+    it('filters by connector, owner and status', async () => {
+      await seedStates();
+      const google = await suite.gql(SYNC_STATES, { first: 10, filter: { connectorName: 'google' } }, { as: 'worker' });
+      expect(google.data.syncStates.totalCount).toBe(2);
+      const bobs = await suite.gql(SYNC_STATES, { first: 10, filter: { ownerDID: suite.keys.bob.did } }, { as: 'worker' });
+      expect(names(bobs)).toEqual(['dropbox/bob', 'google/bob']);
+      const errored = await suite.gql(SYNC_STATES, { first: 10, filter: { status: 'error' } });
+      expect(names(errored)).toEqual(['notion/alice']);
+      expect(errored.data.syncStates.totalCount).toBe(1);
+      // A user's owner filter never widens what they see.
+      const bobsAsAlice = await suite.gql(SYNC_STATES, { first: 10, filter: { ownerDID: suite.keys.bob.did } });
+      expect(bobsAsAlice.data.syncStates).toMatchObject({ totalCount: 0, edges: [] });
+    });
+
+    it('pages forward by cursor', async () => {
+      await seedStates();
+      const seen: string[] = [];
+      let after: string | null = null;
+      for (let page = 0; page < 5; page++) {
+        const res: any = await suite.gql(SYNC_STATES, { first: 2, after }, { as: 'worker' });
+        expect(res.data.syncStates.edges.length).toBeLessThanOrEqual(2);
+        seen.push(...names(res));
+        if (!res.data.syncStates.pageInfo.hasNextPage) break;
+        after = res.data.syncStates.pageInfo.endCursor;
+      }
+      const all = await suite.gql(SYNC_STATES, { first: 10 }, { as: 'worker' });
+      expect(seen).toEqual(names(all));
+      expect(seen).toHaveLength(5);
+    });
+
+    it('refuses `last` and a bad cursor', async () => {
+      for (const variables of [{ last: 1 }, { first: 1, after: '!!!' }]) {
+        const res = await suite.gql(SYNC_STATES, variables);
+        expect(res.data).toBeNull();
+        expect(res.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+      }
+    });
+  });
+
+  describe('updateSyncProgress', () => {
+    const progress = (input: Record<string, unknown>, as: Principal = 'alice') => suite.gql(UPDATE_SYNC_PROGRESS, { input }, { as });
+    const write = { checkpoint: { cursor: 'c-1' }, lastSyncedAt: '2026-01-01T01:00:00Z', entityCount: 42, error: null, recovery: { retry: 1 } };
+
+    it('applies at the expected version and incarnation: version + 1, status untouched', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google', status: 'syncing' });
+      const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write });
+      expect(res.errors).toBeUndefined();
+      expect(res.data.updateSyncProgress).toMatchObject({
+        __typename: 'UpdateSyncProgressPayload',
+        applied: true,
+        syncState: { id, version: 1, checkpoint: { cursor: 'c-1' }, entityCount: 42, status: 'syncing', recovery: { retry: 1 }, incarnation: syncState.incarnation },
+      });
+      const stored = await getSyncState(suite.store, 'google', suite.keys.alice.did);
+      expect(stored).toMatchObject({ version: 1, entityCount: 42, status: 'syncing' });
+    });
+
+    it.each([
+      ['version', (s: { incarnation: string | null }) => ({ expectedVersion: 7, expectedIncarnation: s.incarnation })],
+      ['incarnation', () => ({ expectedVersion: 0, expectedIncarnation: 'another-life' })],
+    ])('returns applied: false and the current row for a wrong expected %s', async (_name, expected) => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const res = await progress({ id, ...expected(syncState), ...write });
+      expect(res.data.updateSyncProgress).toMatchObject({
+        applied: false,
+        syncState: { id, version: 0, entityCount: 0, checkpoint: { cursor: 'c-0' }, incarnation: syncState.incarnation },
+      });
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(syncState);
+    });
+
+    it('lets the service write any owner’s progress', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write }, 'worker');
+      expect(res.data.updateSyncProgress).toMatchObject({ applied: true, syncState: { version: 1 } });
+    });
+
+    it('gives a stranger NotFoundError exactly as for an unknown id, and changes nothing', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const input = { expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write };
+      const stranger = await progress({ id, ...input }, 'mallory');
+      const unknown = await progress({ id: unknownNodeID('SyncState'), ...input }, 'mallory');
+      expect(stranger.data.updateSyncProgress).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
+      expect(stranger).toEqual(unknown);
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(syncState);
+    });
+
+    it('gives NotFoundError for a row deleted and recreated (new node id)', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      await deleteSyncState(suite.store, 'google', suite.keys.alice.did);
+      const again = await seedSyncState(suite, { connectorName: 'google' });
+      expect(again.id).not.toBe(id);
+      const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write });
+      expect(res.data.updateSyncProgress.__typename).toBe('NotFoundError');
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(again.syncState);
+    });
+
+    it.each([
+      [{ entityCount: -1 }, 'input.entityCount'],
+      [{ expectedVersion: -1 }, 'input.expectedVersion'],
+      [{ expectedIncarnation: '' }, 'input.expectedIncarnation'],
+      [{ lastSyncedAt: '' }, 'input.lastSyncedAt'],
+    ])('rejects %j with a field-level issue', async (bad, path) => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write, ...bad });
+      expect(res.data.updateSyncProgress).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: path.split('.') }] });
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(syncState);
+    });
+  });
+});
