@@ -1,6 +1,7 @@
 /**
  * `npm start`: validate configuration, open and migrate the database, serve
  * GraphQL on HOST:PORT, and shut down gracefully on SIGTERM/SIGINT.
+ * `npm start -- --demo` first fills the database with the demo set.
  */
 import { createServer, type Server } from 'node:http';
 import { checkConnection, openDatabase } from '../db/connect.js';
@@ -8,11 +9,17 @@ import { migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
 import { createServerApp } from './app.js';
 import { loadConfig } from './config.js';
+import { assertDemoAllowed, seedLocalDemo } from './demo-command.js';
+import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
 
 async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const unknown = args.find((arg) => arg !== '--demo');
+  if (unknown !== undefined) throw new Error(`unknown argument ${JSON.stringify(unknown)} (npm start takes only --demo)`);
   const config = loadConfig();
+  if (args.includes('--demo')) assertDemoAllowed(config.env);
   const logger = createLogger(config.logLevel);
   const database = openDatabase(config.database, {
     statementTimeoutMs: config.db.statementTimeoutMs,
@@ -22,6 +29,10 @@ async function main(): Promise<void> {
   await checkConnection(database);
   const applied = await migrateToLatest(database.db, database.dialect);
   for (const m of applied) logger.info({ migration: m.migrationName }, 'migration applied');
+  if (args.includes('--demo')) {
+    const demo = await seedLocalDemo(database, process.cwd());
+    logger.info({ ownerDID: demo.ownerDID, created: demo.created, existing: demo.existing }, 'demo data ready');
+  }
 
   const app = createServerApp({ config, database, logger });
   const server = createServer(app.yoga);
@@ -36,6 +47,13 @@ async function main(): Promise<void> {
     intervalMs: config.jobs.retentionIntervalMs,
     jobs: serverJobs(config.jobs),
   });
+  if (shouldPrintDevelopmentBanner(config)) {
+    // Human-readable and carrying a token: stderr, never the JSON log.
+    await developmentBanner({ config, port, cwd: process.cwd() }).then(
+      (banner) => process.stderr.write(banner),
+      (error: unknown) => logger.warn({ err: error }, 'could not print the development banner (npm run -s token still works)'),
+    );
+  }
 
   let stopping = false;
   const shutdown = (signal: string) => {

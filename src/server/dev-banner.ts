@@ -1,0 +1,84 @@
+/**
+ * The development banner: after `npm start` in development, a human-readable
+ * note on stderr with the GraphiQL URL, a ready bearer token for the local
+ * key (./data/local-key.json) and a copy-paste curl example, so a new user
+ * can query within a minute. Never printed outside NODE_ENV=development.
+ *
+ * The local key is an ordinary user, not a service principal (unless its DID
+ * is listed in SERVICE_DIDS): it sees the rows it owns or called, which is
+ * what the demo data is built around (`npm run demo` makes the local key's
+ * DID the owner), so the printed token works without service rights.
+ */
+import { resolve } from 'node:path';
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, loadOrCreateLocalKey, mintToken } from '../auth/index.js';
+import { LOCAL_KEY_PATH } from '../auth/token-command.js';
+import type { ServerConfig } from './config.js';
+
+/** What the banner needs. */
+export interface DevelopmentBannerInput {
+  config: ServerConfig;
+  /** The port the server actually listens on (PORT=0 picks one). */
+  port: number;
+  /** Where ./data/local-key.json is looked up (and created if missing). */
+  cwd: string;
+  /** Issue time of the token, ms epoch. Default `Date.now()`. */
+  now?: number;
+}
+
+/** Whether `npm start` prints the banner: in development only. */
+export function shouldPrintDevelopmentBanner(config: Pick<ServerConfig, 'env'>): boolean {
+  return config.env === 'development';
+}
+
+/**
+ * A URL a browser on this machine can open: a wildcard bind address (0.0.0.0,
+ * ::) is not one, so the loopback address of the same family stands in.
+ */
+export function browsableBaseURL(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' ? '127.0.0.1' : host === '::' || host === '[::]' ? '::1' : host;
+  const bracketed = reachable.includes(':') && !reachable.startsWith('[') ? `[${reachable}]` : reachable;
+  return `http://${bracketed}:${port}`;
+}
+
+/** The banner text (it carries a bearer token: stderr only, never the JSON log). */
+export async function developmentBanner(input: DevelopmentBannerInput): Promise<string> {
+  const { config } = input;
+  const now = input.now ?? Date.now();
+  const keyPath = resolve(input.cwd, LOCAL_KEY_PATH);
+  const key = await loadOrCreateLocalKey(keyPath);
+  const ttlSeconds = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS;
+  const token = await mintToken({ privateKey: key.privateKey, did: key.did, audience: config.auth.audience, ttlSeconds, now });
+  const expires = new Date(Math.floor(now / 1_000) * 1_000 + ttlSeconds * 1_000).toISOString();
+  const endpoint = `${browsableBaseURL(config.host, input.port)}/graphql`;
+  const isService = config.auth.serviceDIDs.has(key.did);
+  const query = JSON.stringify({ query: '{ serverInfo { viewerDID viewerIsService } operationCounts { state count } }' });
+  const rule = '─'.repeat(72);
+
+  return [
+    rule,
+    ' Connector store is running (NODE_ENV=development)',
+    '',
+    config.graphiql ? ` GraphiQL:   ${endpoint}` : ` GraphQL:    ${endpoint}   (GraphiQL is off: GRAPHIQL=false)`,
+    ` Viewer:     ${key.did}`,
+    `             the local key in ${keyPath}${key.created ? ' (just created)' : ''};`,
+    isService
+      ? '             listed in SERVICE_DIDS: a service principal, sees every owner’s rows'
+      : '             not a service principal: sees what it owns or called (add it to SERVICE_DIDS to see all)',
+    ` Token:      valid until ${expires} (aud "${config.auth.audience}"); npm run -s token mints a fresh one`,
+    '',
+    ...(config.graphiql
+      ? [' In GraphiQL, open "Headers" (bottom left) and paste:', '', `   {"Authorization": "Bearer ${token}"}`, '']
+      : []),
+    ' From a shell:',
+    '',
+    `   TOKEN=${token}`,
+    `   curl -s ${endpoint} \\`,
+    "     -H 'content-type: application/json' \\",
+    '     -H "authorization: Bearer $TOKEN" \\',
+    `     --data '${query}'`,
+    '',
+    ' No data yet? `npm run demo` (or `npm start -- --demo`) adds a demo set owned by this key.',
+    rule,
+    '',
+  ].join('\n');
+}

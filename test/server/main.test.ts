@@ -1,0 +1,103 @@
+/**
+ * `npm start` as a real process: the development banner, `--demo`, the
+ * background jobs and graceful shutdown, as a new user would meet them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const MAIN = join(ROOT, 'src/server/main.ts');
+const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+
+interface Started {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(cwd: string, env: Record<string, string>, args: string[] = []): Started {
+  const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: `sqlite:${join(cwd, 'store.sqlite')}`, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk) => (out += chunk));
+  child.stderr!.on('data', (chunk) => (err += chunk));
+  const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+async function waitFor<T>(probe: () => T | undefined, what: string, ms = 20_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function listeningURL(started: Started): string | undefined {
+  for (const line of started.stdout().split('\n')) {
+    if (!line.includes('connector store listening')) continue;
+    return (JSON.parse(line) as { url: string }).url;
+  }
+  return undefined;
+}
+
+describe('npm start (process)', () => {
+  let cwd: string;
+  let running: Started | undefined;
+  beforeEach(async () => {
+    cwd = await mkdtemp(join(tmpdir(), 'main-test-'));
+  });
+  afterEach(async () => {
+    if (running !== undefined && running.child.exitCode === null) {
+      running.child.kill('SIGKILL');
+      await running.exited;
+    }
+    running = undefined;
+    await rm(cwd, { recursive: true, force: true });
+  });
+
+  it('in development with --demo: prints a banner whose token and curl work, runs the jobs, stops cleanly on SIGTERM', async () => {
+    running = start(cwd, { NODE_ENV: 'development', LOG_LEVEL: 'debug', RETENTION_INTERVAL_MS: '60000' }, ['--demo']);
+    const banner = await waitFor(() => (running!.stderr().includes('No data yet?') ? running!.stderr() : undefined), 'the banner');
+    const url = await waitFor(() => listeningURL(running!), 'the listening log line');
+    const token = /^ {3}TOKEN=(\S+)$/m.exec(banner)?.[1];
+    const query = /--data '(.+)'$/m.exec(banner)?.[1];
+    expect(banner).toContain(`GraphiQL:   ${url}`);
+
+    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: query });
+    const body = (await response.json()) as any;
+    expect(body.data.serverInfo.viewerIsService).toBe(false);
+    expect(body.data.operationCounts.every((c: { count: number }) => c.count > 0)).toBe(true);
+
+    // Logs are JSON lines only (the banner went to stderr), and never carry the token.
+    const logs = running.stdout().trim().split('\n');
+    expect(() => logs.map((l) => JSON.parse(l))).not.toThrow();
+    expect(running.stdout()).not.toContain(token!);
+    await waitFor(() => (running!.stdout().includes('"job":"retention"') ? true : undefined), 'a retention run');
+
+    running.child.kill('SIGTERM');
+    expect(await running.exited).toBe(0);
+    expect(running.stdout()).toContain('"msg":"stopped"');
+  });
+
+  it('in production, --demo is refused before anything is opened', async () => {
+    running = start(cwd, { NODE_ENV: 'production' }, ['--demo']);
+    expect(await running.exited).toBe(1);
+    expect(running.stderr()).toContain('connector store failed to start: demo data is refused with NODE_ENV=production');
+    expect(running.stderr()).not.toContain('TOKEN=');
+    expect(existsSync(join(cwd, 'store.sqlite'))).toBe(false);
+    expect(existsSync(join(cwd, 'data'))).toBe(false);
+  });
+});
