@@ -1,0 +1,399 @@
+/**
+ * End to end over real HTTP: `src/server/main.ts` started as a child process
+ * on an ephemeral port, once per dialect (a fresh SQLite file; a fresh
+ * Postgres database), driven with the generated client documents of
+ * client/operations. The last test of each suite shuts the server down.
+ */
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { print } from 'graphql';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  ClaimOperationDocument,
+  ClaimWatchAttemptDocument,
+  ConnectorOperationOp,
+  DocumentStateDocument,
+  FinalizeOperationDocument,
+  MarkOperationSentDocument,
+  OperationsDocument,
+  RecordVerificationDocument,
+  RequestRepullDocument,
+  StartOperationAttemptDocument,
+  WatchesDocument,
+  type ClaimOperationInput,
+  type ClaimOperationMutation,
+} from '../../client/generated/graphql.js';
+import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import type { DialectName } from '../../src/db/connect.js';
+import { testDialects } from '../helpers/databases.js';
+import { createScratchPostgresDatabase, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+
+const AUDIENCE = 'connector-store-e2e';
+
+type Who = 'alice' | 'worker';
+
+interface GraphQLBody<T> {
+  data?: T | null;
+  errors?: { message: string; extensions?: Record<string, unknown> }[];
+}
+
+const keys = { alice: generateLocalKey(), worker: generateLocalKey() };
+const tokens = {} as Record<Who, string>;
+
+/** A started server over its own fresh database; `dispose` stops it and removes the database (idempotent). */
+interface Launched {
+  server: ServerProcess;
+  dispose(): Promise<void>;
+}
+
+async function launch(dialect: DialectName): Promise<Launched> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  let disposed: Promise<void> | undefined;
+  const runCleanups = () =>
+    (disposed ??= (async () => {
+      for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+    })());
+  const env: Record<string, string> = {
+    NODE_ENV: 'production',
+    AUTH_AUDIENCE: AUDIENCE,
+    SERVICE_DIDS: keys.worker.did,
+    // `info`, not quieter: the bound port and the shutdown steps are info lines.
+    LOG_LEVEL: 'info',
+    RETENTION_INTERVAL_MS: '0',
+    DB_POOL_MAX: '10',
+    SHUTDOWN_GRACE_MS: '10000',
+  };
+  try {
+    if (dialect === 'sqlite') {
+      const dir = mkdtempSync(join(tmpdir(), 'cs-e2e-'));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
+    } else {
+      const database = await createScratchPostgresDatabase();
+      cleanups.push(() => database.drop());
+      env.DATABASE_URL = database.url;
+    }
+    const server = await startServerProcess(env);
+    // Killed before the database goes away (cleanups run in reverse).
+    cleanups.push(() => server.kill());
+    return { server, dispose: runCleanups };
+  } catch (error) {
+    await runCleanups();
+    throw error;
+  }
+}
+
+const dialects = testDialects().filter((d) => d !== 'postgres' || inject('postgresAvailable'));
+const launches = new Map<DialectName, Promise<Launched>>();
+
+// Both servers start at once (start-up is mostly tsx compiling), each suite awaits its own.
+beforeAll(async () => {
+  for (const dialect of dialects) {
+    const launching = launch(dialect);
+    launching.catch(() => {}); // reported by the suite that awaits it
+    launches.set(dialect, launching);
+  }
+  for (const who of ['alice', 'worker'] as const) {
+    tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+  }
+});
+
+afterAll(async () => {
+  // Whatever happened in the suites: no child outlives the file, no database or file is left.
+  for (const launching of launches.values()) await (await launching.catch(() => undefined))?.dispose();
+});
+
+for (const dialect of testDialects()) {
+  describe.skipIf(!dialects.includes(dialect))(`${dialect}: end to end over HTTP`, () => {
+    let launched: Launched | undefined;
+
+    beforeAll(async () => {
+      launched = await launches.get(dialect);
+    });
+
+    afterAll(async () => {
+      await launched?.dispose();
+    });
+
+    const running = (): ServerProcess => {
+      if (launched === undefined) throw new Error('server not started');
+      return launched.server;
+    };
+
+    /** Sends a generated document as `who`; fails the test on a non-200 or a GraphQL error. */
+    async function send<R, V>(document: TypedDocumentNode<R, V>, variables: V, who: Who = 'alice'): Promise<R> {
+      const response = await fetch(`${running().origin}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
+        body: JSON.stringify({ query: print(document), variables }),
+      });
+      const body = (await response.json()) as GraphQLBody<R>;
+      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+      expect(response.status).toBe(200);
+      return body.data!;
+    }
+
+    const claimInput = (operationID: string, overrides: Partial<ClaimOperationInput> = {}): ClaimOperationInput => ({
+      operationID,
+      connectorName: 'github',
+      model: 'issue',
+      op: ConnectorOperationOp.Create,
+      accountKey: 'account-1',
+      target: 'repos/acme/issues',
+      sourceID: null,
+      deterministicEventID: `event-${operationID}`,
+      payloadHash: 'sha256:payload-1',
+      reissueIntent: 'create issue',
+      leaseMs: 60_000,
+      ...overrides,
+    });
+
+    type ClaimResult = ClaimOperationMutation['claimOperation'];
+    type Claimed = Extract<ClaimResult, { __typename: 'ClaimOperationPayload' }>;
+
+    async function claim(input: ClaimOperationInput): Promise<ClaimResult> {
+      return (await send(ClaimOperationDocument, { input })).claimOperation;
+    }
+
+    function expectPayload<T extends { __typename?: string }, N extends string>(result: T, typename: N): Extract<T, { __typename?: N }> {
+      expect(result.__typename, JSON.stringify(result)).toBe(typename);
+      return result as Extract<T, { __typename?: N }>;
+    }
+
+    /** Claims `operationID` as alice (a fresh CLAIMED lease) and returns the payload. */
+    async function claimFresh(operationID: string): Promise<Claimed & { lease: NonNullable<Claimed['lease']> }> {
+      const payload = expectPayload(await claim(claimInput(operationID)), 'ClaimOperationPayload');
+      expect(payload.outcome).toBe('CLAIMED');
+      expect(payload.lease).toBeTruthy();
+      return payload as Claimed & { lease: NonNullable<Claimed['lease']> };
+    }
+
+    it('answers /healthz and /readyz with 200', async () => {
+      const health = await fetch(`${running().origin}/healthz`);
+      expect(health.status).toBe(200);
+      const ready = await fetch(`${running().origin}/readyz`);
+      expect(ready.status).toBe(200);
+    });
+
+    it('refuses a bad bearer token with 401 and a challenge, and echoes the request id', async () => {
+      const response = await fetch(`${running().origin}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer not-a-jwt', 'x-request-id': 'e2e-request-1' },
+        body: JSON.stringify({ query: '{ serverInfo { dialect } }' }),
+      });
+      expect(response.status).toBe(401);
+      expect(response.headers.get('www-authenticate')).toMatch(/^Bearer /);
+      expect(response.headers.get('x-request-id')).toBe('e2e-request-1');
+    });
+
+    it('claim → start → mark sent → finalize arms the watch → requestRepull → claimWatchAttempt → recordVerification', async () => {
+      const claimed = await claimFresh('flow-1');
+      const { id } = claimed.operation;
+      const fence = { id, version: claimed.lease.version, leaseToken: claimed.lease.token };
+      expect(claimed.operation.state).toBe('ATTEMPTED');
+      expect(claimed.operation.callerDID).toBe(keys.alice.did);
+      expect(claimed.operation.ownerDID).toBe(keys.alice.did);
+
+      const started = expectPayload((await send(StartOperationAttemptDocument, { input: fence })).startOperationAttempt, 'OperationPayload');
+      expect(started.operation.attempts).toBe(1);
+
+      const marked = expectPayload(
+        (await send(MarkOperationSentDocument, { input: { ...fence, sendMarker: 'marker-flow-1' } })).markOperationSent,
+        'OperationPayload',
+      );
+      expect(marked.operation.sendMarkerSet).toBe(true);
+
+      const finalize = expectPayload(
+        (
+          await send(FinalizeOperationDocument, {
+            input: { ...fence, documentID: 'doc-flow-1', sourceID: 'gh-issue-1', resultEntity: { number: 1, title: 'Hello' } },
+          })
+        ).finalizeOperation,
+        'FinalizeOperationPayload',
+      );
+      expect(finalize.finalized).toBe(true);
+      expect(finalize.operation).toMatchObject({ id, state: 'COMMITTED', documentID: 'doc-flow-1', resultEntity: { number: 1, title: 'Hello' } });
+      const armed = finalize.watch!;
+      expect(armed).toMatchObject({
+        ownerDID: keys.alice.did,
+        connectorName: 'github',
+        model: 'issue',
+        accountKey: 'account-1',
+        sourceID: 'gh-issue-1',
+        documentID: 'doc-flow-1',
+        verificationStatus: 'PENDING_VERIFICATION',
+      });
+
+      // The dashboard sees it: the document's state, the operations list and counts, the watches.
+      const state = (await send(DocumentStateDocument, { documentID: 'doc-flow-1' })).document;
+      expect(state.hasConnectorWork).toBe(true);
+      expect(state.watch?.id).toBe(armed.id);
+      expect(state.operations.map((o) => o.id)).toEqual([id]);
+      const listed = await send(OperationsDocument, { first: 10, filter: { documentID: 'doc-flow-1' } });
+      expect(listed.operations.totalCount).toBe(1);
+      expect(listed.operations.edges[0]?.node.watch?.id).toBe(armed.id);
+      expect(listed.operationCounts.find((c) => c.state === 'COMMITTED')?.count).toBe(1);
+      const watches = await send(WatchesDocument, { first: 10, filter: { documentID: 'doc-flow-1' } });
+      expect(watches.watches.edges.map((e) => e.node.id)).toEqual([armed.id]);
+
+      // The worker's side: re-arm, claim the attempt, record a match.
+      const repulled = expectPayload((await send(RequestRepullDocument, { input: { id: armed.id } }, 'worker')).requestRepull, 'WatchPayload');
+      expect(repulled.watch.repairGeneration).toBeGreaterThan(armed.repairGeneration);
+      expect(repulled.watch.verificationStatus).toBe('PENDING_VERIFICATION');
+
+      const attempt = expectPayload(
+        (await send(ClaimWatchAttemptDocument, { input: { id: armed.id, version: repulled.watch.version, claimMs: 30_000 } }, 'worker'))
+          .claimWatchAttempt,
+        'WatchPayload',
+      );
+      expect(attempt.watch.claimedUntil).not.toBeNull();
+      expect(attempt.watch.version).toBe(repulled.watch.version + 1);
+
+      const verified = expectPayload(
+        (
+          await send(
+            RecordVerificationDocument,
+            {
+              input: {
+                id: armed.id,
+                version: attempt.watch.version,
+                repairGeneration: attempt.watch.repairGeneration,
+                result: 'MATCH',
+                digest: 'sha256:converged',
+              },
+            },
+            'worker',
+          )
+        ).recordVerification,
+        'RecordVerificationPayload',
+      );
+      expect(verified.stale).toBe(false);
+      expect(verified.watch).toMatchObject({ verificationStatus: 'VERIFIED', verifiedStateDigest: 'sha256:converged', claimedUntil: null });
+    });
+
+    it('replays a committed claim with the recorded result, and refuses the key with another payload', async () => {
+      const claimed = await claimFresh('replay-1');
+      const fence = { id: claimed.operation.id, version: claimed.lease.version, leaseToken: claimed.lease.token };
+      const finalized = expectPayload(
+        (await send(FinalizeOperationDocument, { input: { ...fence, documentID: 'doc-replay-1', sourceID: 'gh-2', resultEntity: { n: 2 } } }))
+          .finalizeOperation,
+        'FinalizeOperationPayload',
+      );
+      expect(finalized.finalized).toBe(true);
+
+      const replayed = expectPayload(await claim(claimInput('replay-1')), 'ClaimOperationPayload');
+      expect(replayed.outcome).toBe('REPLAYED');
+      expect(replayed.lease).toBeNull();
+      expect(replayed.replay).toEqual({ documentID: 'doc-replay-1', resultEntity: { n: 2 } });
+      expect(replayed.operation).toMatchObject({ id: claimed.operation.id, state: 'COMMITTED' });
+
+      const conflict = expectPayload(await claim(claimInput('replay-1', { payloadHash: 'sha256:another-payload' })), 'IdempotencyConflictError');
+      expect(conflict).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', field: 'payloadHash' });
+
+      // The refused claim changed nothing: the operation still replays the same result.
+      const again = expectPayload(await claim(claimInput('replay-1')), 'ClaimOperationPayload');
+      expect(again.replay).toEqual({ documentID: 'doc-replay-1', resultEntity: { n: 2 } });
+    });
+
+    it('20 concurrent finalizes over HTTP with one lease: exactly one finalized: true', async () => {
+      const claimed = await claimFresh('race-1');
+      const input = {
+        id: claimed.operation.id,
+        version: claimed.lease.version,
+        leaseToken: claimed.lease.token,
+        documentID: 'doc-race-1',
+        sourceID: 'gh-race-1',
+        resultEntity: { race: true },
+      };
+      const results = await Promise.all(Array.from({ length: 20 }, () => send(FinalizeOperationDocument, { input })));
+      const payloads = results.map((r) => expectPayload(r.finalizeOperation, 'FinalizeOperationPayload'));
+      expect(payloads.filter((p) => p.finalized)).toHaveLength(1);
+      expect(payloads.filter((p) => !p.finalized)).toHaveLength(19);
+      for (const p of payloads) expect(p.operation?.state).toBe('COMMITTED');
+      const watches = await send(WatchesDocument, { first: 10, filter: { documentID: 'doc-race-1' } });
+      expect(watches.watches.totalCount).toBe(1);
+    });
+
+    // Last: it stops the server.
+    it('on SIGTERM: readiness fails at once, a request in flight still finishes, the pool closes, exit 0', async () => {
+      const proc = running();
+      const body = JSON.stringify({ query: '{ serverInfo { dialect viewerIsService } }' });
+      // A request held open mid-body: the server has it (it answered 100 Continue) but cannot finish it yet.
+      const inFlight = await openHeldRequest(proc.origin, tokens.worker, body);
+
+      proc.child.kill('SIGTERM');
+      await proc.waitForLog((line) => typeof line.msg === 'string' && line.msg.startsWith('shutting down'));
+
+      // Readiness is off: main.ts stops accepting in the same step, so a new
+      // probe is refused (a 503 would do as well); it never gets a 200.
+      const readiness = await fetch(`${proc.origin}/readyz`).then(
+        (response) => response.status,
+        () => 'refused' as const,
+      );
+      expect([503, 'refused']).toContain(readiness);
+      expect(proc.child.exitCode, 'still running while a request is in flight').toBeNull();
+
+      inFlight.socket.write(body.slice(HELD_BYTES));
+      const response = await inFlight.ended;
+      expect(response).toMatch(/^HTTP\/1\.1 200 /m);
+      expect(response).toContain(`{"data":{"serverInfo":{"dialect":"${dialect}","viewerIsService":true}}}`);
+
+      const exit = await proc.exited;
+      expect(exit).toEqual({ code: 0, signal: null });
+      // Logged after the pool closed, just before exiting.
+      const messages = proc.logs.map((line) => line.msg);
+      expect(messages.indexOf('stopped')).toBeGreaterThan(messages.findIndex((m) => m?.startsWith('shutting down')));
+      expect(proc.stderr()).toBe('');
+    });
+  });
+}
+
+/** How many body bytes a held request sends before it waits. */
+const HELD_BYTES = 10;
+
+/**
+ * Opens a raw connection and sends a POST /graphql whose body stops after
+ * {@link HELD_BYTES} bytes. Resolves once the server has answered
+ * `100 Continue` (so it has read the headers and holds the request);
+ * `ended` resolves with everything the server sent once the connection closes
+ * (`Connection: close`: right after the response).
+ */
+async function openHeldRequest(origin: string, token: string, body: string): Promise<{ socket: Socket; ended: Promise<string> }> {
+  const { hostname, port } = new URL(origin);
+  const socket = connect(Number(port), hostname);
+  await once(socket, 'connect');
+  let received = '';
+  socket.setEncoding('utf8');
+  const continued = new Promise<void>((resolve, reject) => {
+    const onData = (chunk: string) => {
+      received += chunk;
+      if (received.startsWith('HTTP/1.1 100')) {
+        socket.off('error', reject);
+        resolve();
+      }
+    };
+    socket.on('data', onData);
+    socket.once('error', reject);
+  });
+  const ended = new Promise<string>((resolve) => socket.once('close', () => resolve(received)));
+  socket.write(
+    [
+      'POST /graphql HTTP/1.1',
+      'Host: 127.0.0.1',
+      `Authorization: Bearer ${token}`,
+      'Content-Type: application/json',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'Expect: 100-continue',
+      'Connection: close',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  await continued;
+  socket.write(body.slice(0, HELD_BYTES));
+  return { socket, ended };
+}

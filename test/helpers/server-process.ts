@@ -1,0 +1,149 @@
+/**
+ * End-to-end helpers: start `src/server/main.ts` as a real child process on an
+ * ephemeral port, and make a scratch Postgres database for it (the server
+ * migrates it at start).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { adminPostgresURL, postgresURLFor } from './postgres-url.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** One structured (pino) log line of the server. */
+export type LogLine = Record<string, unknown> & { level?: number; msg?: string };
+
+/** A started server process. */
+export interface ServerProcess {
+  /** `http://127.0.0.1:PORT` (no path). */
+  origin: string;
+  child: ChildProcess;
+  /** Every JSON log line so far (stdout), in order. */
+  logs: LogLine[];
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  /** Settles when the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves with the first log line (already seen or future) that `match` accepts. */
+  waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** SIGKILLs the process if it still runs; safe to call any number of times. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts the server with `env` on top of a minimal environment (PATH, HOME),
+ * HOST 127.0.0.1 and PORT 0, and resolves once it logs the URL it listens on.
+ * The server must log at `info` or lower for that line to appear.
+ * Rejects (and kills the child) if it exits first or takes over `timeoutMs`.
+ */
+export async function startServerProcess(env: Record<string, string>, options: { timeoutMs?: number } = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: LogLine[] = [];
+  const waiters = new Set<{ match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
+  let stderr = '';
+  let partial = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    partial += chunk;
+    let newline: number;
+    while ((newline = partial.indexOf('\n')) >= 0) {
+      const text = partial.slice(0, newline);
+      partial = partial.slice(newline + 1);
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        line = { msg: text, unparsed: true };
+      }
+      logs.push(line);
+      for (const waiter of waiters) {
+        if (waiter.match(line)) {
+          waiters.delete(waiter);
+          waiter.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  // Last resort if the test process ends without its afterAll (a crash, a killed worker).
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => {
+      process.off('exit', killOnExit);
+      resolve({ code, signal });
+    });
+  });
+
+  const waitForLog = (match: (line: LogLine) => boolean, timeoutMs = 10_000): Promise<LogLine> => {
+    const seen = logs.find(match);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<LogLine>((resolve, reject) => {
+      const waiter = { match, resolve: (line: LogLine) => (clearTimeout(timer), resolve(line)) };
+      const timer = setTimeout(() => {
+        waiters.delete(waiter);
+        reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.trim() || '(empty)'}`));
+      }, timeoutMs);
+      waiters.add(waiter);
+      void exited.then(({ code, signal }) => {
+        if (!waiters.delete(waiter)) return;
+        clearTimeout(timer);
+        reject(new Error(`server exited (code ${code}, signal ${signal}) before the log line; stderr: ${stderr.trim() || '(empty)'}`));
+      });
+    });
+  };
+
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  };
+
+  try {
+    const listening = await waitForLog((line) => line.msg === 'connector store listening' && typeof line.url === 'string', options.timeoutMs ?? 20_000);
+    const origin = new URL(listening.url as string).origin;
+    return { origin, child, logs, stderr: () => stderr, exited, waitForLog, kill };
+  } catch (error) {
+    await kill();
+    throw error;
+  }
+}
+
+/** A Postgres database made for one suite; `drop` removes it even with open connections. */
+export interface ScratchPostgresDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database (no tables) on the test Postgres server. */
+export async function createScratchPostgresDatabase(prefix = 'cs_e2e'): Promise<ScratchPostgresDatabase> {
+  const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  await adminQuery(`create database ${name}`);
+  return {
+    url: postgresURLFor(name),
+    drop: () => adminQuery(`drop database if exists ${name} with (force)`),
+  };
+}
+
+async function adminQuery(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminPostgresURL() });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
