@@ -98,6 +98,8 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     landingPage: false,
     graphiql: config.graphiql ? { title: 'Connector store' } : false,
     healthCheckEndpoint: '/healthz',
+    // Counts the bytes of bodies that declare no length (chunked uploads); bodySizeLimit only sees declared ones.
+    maxRequestBodySize: config.limits.maxBodyBytes,
     logging: logger.child({ component: 'yoga' }),
     // Unexpected errors (driver text, bugs) never reach clients: only this message and the request id.
     maskedErrors: {
@@ -136,7 +138,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
   };
 }
 
-/** Refuses request bodies larger than `maxBytes` with 413 before they are parsed. */
+/** Refuses request bodies that declare (content-length) more than `maxBytes` with 413 before they are read. */
 function bodySizeLimit(maxBytes: number): Plugin {
   return {
     onRequest: ({ request, fetchAPI, endResponse }) => {
