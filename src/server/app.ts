@@ -10,7 +10,7 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { initContextCache } from '@pothos/core';
 import { GraphQLError } from 'graphql';
-import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
 import { AuthenticationError, bearerChallenge, resolveViewer } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
@@ -89,6 +89,9 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     maxAliasesPlugin({ n: config.limits.maxAliases }),
     costLimitPlugin({ maxCost: config.limits.maxCost }),
     logUnexpectedErrors(),
+    // A client that goes away (socket closed, request aborted) ends its
+    // execution and, for subscriptions, frees everything the stream held.
+    useExecutionCancellation(),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection());
 
