@@ -31,6 +31,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
   // Refused before anything is registered, so a refusal holds nothing.
   const release = ctx.subscriptions.open(viewerDID(ctx.viewer));
   return new Repeater<T>(async (push, stop) => {
+    const unregister = ctx.subscriptions.register(() => stop());
     const queue: string[] = [];
     let wake: (() => void) | undefined;
     const unlisten = ctx.changes.listen((event) => {
@@ -69,6 +70,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
       stop(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
     } finally {
       unlisten();
+      unregister();
       release();
     }
   });
@@ -77,7 +79,17 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
 /** A per-process cap on open subscriptions per viewer. */
 export function createSubscriptionLimiter(maxPerViewer: number) {
   const open = new Map<string, number>();
+  const streams = new Set<() => void>();
   return {
+    /** Remembers how to end a stream; returns the function that forgets it. */
+    register(end: () => void): () => void {
+      streams.add(end);
+      return () => streams.delete(end);
+    },
+    /** Ends every open stream (server shutdown). */
+    closeAll(): void {
+      for (const end of [...streams]) end();
+    },
     open(viewer: string): () => void {
       const count = open.get(viewer) ?? 0;
       if (count >= maxPerViewer) {

@@ -8,6 +8,8 @@ import type { StoreContext } from '../src/store/context.js';
 export interface SubscriptionLimiter {
   /** Opens one for `viewerDID`; throws when the viewer is at the cap. Returns its release. */
   open(viewerDID: string): () => void;
+  /** Remembers how to end an open stream; returns the function that forgets it. */
+  register(end: () => void): () => void;
 }
 
 export interface GraphQLContext {

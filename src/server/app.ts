@@ -38,6 +38,8 @@ export interface ServerApp {
   yoga: YogaServerInstance<Record<string, unknown>, GraphQLContext>;
   /** Makes `/readyz` fail (shutdown begins by this, so load balancers drain first). */
   markNotReady(): void;
+  /** Ends every open subscription stream (shutdown). */
+  closeSubscriptions(): void;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
@@ -138,6 +140,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     markNotReady: () => {
       ready = false;
     },
+    closeSubscriptions: () => subscriptions.closeAll(),
   };
 }
 

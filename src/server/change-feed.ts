@@ -101,7 +101,7 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   };
 
   const connect = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: options.connectionString, application_name: 'connector-store-listener' });
+    const next = new pg.Client({ connectionString: options.connectionString, application_name: `connector-store-listener:${process.pid}` });
     next.on('notification', onNotification);
     // Errors and ends both mean the LISTEN is gone; reconnect once per client.
     let dropped = false;

@@ -7,7 +7,9 @@ import { createServer, type Server } from 'node:http';
 import { checkConnection, openDatabase } from '../db/connect.js';
 import { migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
+import { sql } from 'kysely';
 import { createServerApp } from './app.js';
+import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from './demo-command.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
@@ -34,7 +36,19 @@ async function main(): Promise<void> {
     logger.info({ ownerDID: demo.ownerDID, created: demo.created, existing: demo.existing }, 'demo data ready');
   }
 
-  const app = createServerApp({ config, database, logger });
+  // Postgres: LISTEN/NOTIFY carries changes to every replica; SQLite: one process.
+  const target = database.target;
+  const changes =
+    target.dialect === 'postgres'
+      ? await createPostgresChangeFeed({
+          connectionString: target.connectionString,
+          publish: async (channel, payload) => {
+            await sql`select pg_notify(${channel}, ${payload})`.execute(database.db);
+          },
+          logger,
+        })
+      : createInProcessChangeFeed();
+  const app = createServerApp({ config, database, logger, changes });
   const server = createServer(app.yoga);
   await listen(server, config.port, config.host);
   const address = server.address();
@@ -61,6 +75,8 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: readiness off, finishing in-flight requests');
     app.markNotReady();
+    // Open subscription streams end now, so their connections do not hold the close.
+    app.closeSubscriptions();
     // Jobs stop with readiness: a run in progress finishes before the pool closes.
     const jobsStopped = jobs.stop();
     const force = setTimeout(() => {
@@ -70,6 +86,7 @@ async function main(): Promise<void> {
     force.unref();
     server.close(async () => {
       await jobsStopped;
+      await changes.close();
       await database.close();
       logger.info('stopped');
       process.exit(0);

@@ -1,0 +1,162 @@
+/**
+ * Two server processes on one Postgres (SPEC §6, issue 4): a change
+ * committed on replica A reaches a subscriber on replica B through
+ * LISTEN/NOTIFY; a lost write emits nothing; a stranger receives nothing;
+ * a killed LISTEN connection is re-established and delivery resumes.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import { adminPostgresURL } from '../helpers/postgres-url.js';
+import { createScratchPostgresDatabase, startServerProcess, type ScratchPostgresDatabase, type ServerProcess } from '../helpers/server-process.js';
+import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
+import { testDialects } from '../helpers/databases.js';
+
+const AUDIENCE = 'connector-store-replicas';
+const keys = { alice: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
+type Who = keyof typeof keys;
+const tokens = {} as Record<Who, string>;
+
+const CLAIM = `mutation($input: ClaimOperationInput!) {
+  claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id } lease { token version } } }
+}`;
+const FINALIZE = `mutation($input: FinalizeOperationInput!) {
+  finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized } }
+}`;
+const START = `mutation($input: StartOperationAttemptInput!) {
+  startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { attempts } } }
+}`;
+const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state attempts } }`;
+
+const runs = testDialects().includes('postgres') && inject('postgresAvailable');
+
+describe.skipIf(!runs)('postgres: two replicas, one database', () => {
+  let database: ScratchPostgresDatabase | undefined;
+  let a: ServerProcess | undefined;
+  let b: ServerProcess | undefined;
+  const subs: SSESubscription[] = [];
+
+  beforeAll(async () => {
+    database = await createScratchPostgresDatabase('cs_replicas');
+    const env = {
+      NODE_ENV: 'production',
+      AUTH_AUDIENCE: AUDIENCE,
+      SERVICE_DIDS: keys.worker.did,
+      LOG_LEVEL: 'info',
+      RETENTION_INTERVAL_MS: '0',
+      DB_POOL_MAX: '5',
+      DATABASE_URL: database.url,
+    };
+    // One after the other: the first migrates, the second finds nothing to do.
+    a = await startServerProcess(env);
+    b = await startServerProcess(env);
+    for (const who of Object.keys(keys) as Who[]) {
+      tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(subs.map((s) => s.close()));
+    await a?.kill();
+    await b?.kill();
+    await database?.drop();
+  });
+
+  async function gql(server: ServerProcess, query: string, variables: Record<string, unknown>, who: Who = 'alice') {
+    const response = await fetch(`${server.origin}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
+      body: JSON.stringify({ query, variables }),
+    });
+    return (await response.json()) as { data: any; errors?: unknown[] };
+  }
+
+  async function subscribe(server: ServerProcess, who: Who) {
+    const sub = await subscribeSSE(fetch, `${server.origin}/graphql`, OPERATIONS_CHANGED, {}, { authorization: `Bearer ${tokens[who]}` });
+    subs.push(sub);
+    // Registered once the stream answered; give the server a moment to listen.
+    await new Promise((r) => setTimeout(r, 100));
+    return sub;
+  }
+
+  const claimInput = (operationID: string) => ({
+    operationID,
+    connectorName: 'google',
+    model: 'contact',
+    op: 'CREATE',
+    accountKey: 'acct',
+    target: 'people',
+    deterministicEventID: `evt-${operationID}`,
+    payloadHash: 'h',
+    reissueIntent: 'none',
+    leaseMs: 60_000,
+  });
+
+  it('a finalize on replica A reaches a subscriber on replica B within 1 s; a stranger on B receives nothing', async () => {
+    const onB = await subscribe(b!, 'alice');
+    const strangerOnB = await subscribe(b!, 'mallory');
+    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a1') })).data.claimOperation;
+    expect(claimed.outcome).toBe('CLAIMED');
+    await onB.waitFor(1, 1_000);
+
+    const started = Date.now();
+    const finalized = await gql(a!, FINALIZE, {
+      input: { id: claimed.operation.id, version: claimed.lease.version, leaseToken: claimed.lease.token, documentID: 'doc-a1', sourceID: 'src-a1' },
+    });
+    expect(finalized.data.finalizeOperation.finalized).toBe(true);
+    await onB.waitFor(2, 1_000);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(onB.events.map((e) => e.data.operationsChanged.state)).toEqual(['ATTEMPTED', 'COMMITTED']);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(strangerOnB.events).toEqual([]);
+  });
+
+  it('a lost write on A emits nothing on B', async () => {
+    const onB = await subscribe(b!, 'alice');
+    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a2') })).data.claimOperation;
+    await onB.waitFor(1, 1_000);
+    const lost = await gql(a!, FINALIZE, {
+      input: { id: claimed.operation.id, version: claimed.lease.version, leaseToken: 'not-the-token', documentID: 'doc-a2', sourceID: 'src-a2' },
+    });
+    expect(lost.data.finalizeOperation.finalized).toBe(false);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(onB.events).toHaveLength(1);
+  });
+
+  it('a killed LISTEN connection is logged, re-established, and delivery resumes', async () => {
+    const onB = await subscribe(b!, 'alice');
+    const admin = new pg.Client({ connectionString: adminPostgresURL() });
+    await admin.connect();
+    try {
+      const killed = await admin.query(`select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1`, [
+        `connector-store-listener:${b!.child.pid}`,
+      ]);
+      expect(killed.rowCount).toBe(1);
+    } finally {
+      await admin.end();
+    }
+    await b!.waitForLog((line) => line.msg === 'change feed connection lost; reconnecting', 5_000);
+    await b!.waitForLog((line) => line.msg === 'change feed connection re-established', 10_000);
+    const ready = await fetch(`${b!.origin}/readyz`);
+    expect(ready.status).toBe(200);
+
+    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a3') })).data.claimOperation;
+    expect(claimed.outcome).toBe('CLAIMED');
+    await onB.waitFor(1, 1_000);
+    expect(onB.events[0]?.data.operationsChanged.operationID).toBe('op-a3');
+    // And B's own writes still reach B's subscribers through the new connection.
+    await gql(b!, START, { input: { id: claimed.operation.id, version: claimed.lease.version, leaseToken: claimed.lease.token } });
+    await onB.waitFor(2, 1_000);
+    expect(onB.events[1]?.data.operationsChanged.attempts).toBe(1);
+  });
+
+  it('a subscriber that disconnects frees its slot on the server', async () => {
+    const sub = await subscribe(b!, 'worker');
+    await sub.close();
+    // The server notices the socket closing; a new subscription still works and gets events.
+    const again = await subscribe(b!, 'worker');
+    await gql(a!, CLAIM, { input: claimInput('op-a4') });
+    await again.waitFor(1, 1_000);
+    expect(again.events[0]?.data.operationsChanged.operationID).toBe('op-a4');
+  });
+});
