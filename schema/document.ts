@@ -10,6 +10,7 @@ import DataLoader from 'dataloader';
 import { z } from 'zod';
 import * as resolve from '../resolvers/documents.js';
 import { loadOperationsByDocumentIDs } from '../resolvers/operations.js';
+import { canSeeOwned } from '../resolvers/viewer.js';
 import { loadWatchesByDocumentIDs } from '../resolvers/watches.js';
 import type { EntityTrimRecord } from '../src/store/entity-trim/index.js';
 import { NotFoundError } from '../src/store/errors.js';
@@ -126,7 +127,13 @@ const FinalizeOperationPayload = builder.objectRef<{ finalized: boolean; operati
       description: 'The operation as it is now.',
       resolve: (r, _args, ctx) => ConnectorOperation.getDataloader(ctx).clear(r.operationNodeKey).load(r.operationNodeKey),
     }),
-    watch: t.field({ type: ProjectionWatch, nullable: true, description: 'The watch armed by this finalize.', resolve: (r) => r.watch }),
+    watch: t.field({
+      type: ProjectionWatch,
+      nullable: true,
+      description: 'The watch armed by this finalize.',
+      // The watch is the owner's: a caller who is not the owner may finalize but not see it.
+      resolve: (r, _args, ctx) => (r.watch !== null && canSeeOwned(ctx.viewer, r.watch) ? r.watch : null),
+    }),
   }),
 });
 
