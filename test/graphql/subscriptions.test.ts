@@ -135,7 +135,7 @@ describeGraphQL('subscriptions (in process)', (suite) => {
     for (let i = 0; i < 100; i++) {
       await suite.gql(START, { input: { id: operation.id, version: lease.version, leaseToken: lease.token } });
     }
-    await Promise.all(subs.map((s) => s.waitFor(100, 20_000)));
+    await Promise.all(subs.map((s) => s.waitFor(100, 60_000)));
     for (const sub of subs) {
       const attempts = sub.events.map((e) => e.data.operationChanged.attempts as number);
       expect(attempts).toHaveLength(100);
@@ -143,7 +143,7 @@ describeGraphQL('subscriptions (in process)', (suite) => {
       expect(attempts).toEqual([...attempts].sort((a, b) => a - b));
       expect(attempts.at(-1)).toBe(100);
     }
-  }, 60_000);
+  }, 120_000);
 }, { env: { MAX_SUBSCRIPTIONS_PER_VIEWER: '100' } });
 
 describeGraphQL('subscription limits', (suite) => {
