@@ -39,6 +39,7 @@ const EnvSchema = z.object({
   RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
   IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
+  SHUTDOWN_DRAIN_MS: int(0, 600_000).optional(),
 });
 
 /** The validated configuration the server runs with. */
@@ -72,6 +73,8 @@ export interface ServerConfig {
     idempotencyWindowMs: number;
   };
   shutdownGraceMs: number;
+  /** How long the server keeps accepting after readiness fails (0 in development, 5 s in production by default). */
+  shutdownDrainMs: number;
 }
 
 /** Thrown with every configuration problem, one per line. */
@@ -125,5 +128,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (e.NODE_ENV === 'production' ? 5_000 : 0),
   };
 }

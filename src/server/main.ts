@@ -73,25 +73,30 @@ async function main(): Promise<void> {
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'shutting down: readiness off, finishing in-flight requests');
+    logger.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down: readiness off, draining');
     app.markNotReady();
     // Open subscription streams end now, so their connections do not hold the close.
     app.closeSubscriptions();
     // Jobs stop with readiness: a run in progress finishes before the pool closes.
     const jobsStopped = jobs.stop();
-    const force = setTimeout(() => {
-      logger.warn('grace period over, closing remaining connections');
-      server.closeAllConnections();
-    }, config.shutdownGraceMs);
-    force.unref();
-    server.close(async () => {
-      await jobsStopped;
-      await changes.close();
-      await database.close();
-      logger.info('stopped');
-      process.exit(0);
-    });
-    server.closeIdleConnections();
+    // Keep accepting for the drain period, so load balancers see /readyz fail
+    // and stop sending before the listener closes.
+    setTimeout(() => {
+      logger.info('drained: closing the listener, finishing in-flight requests');
+      const force = setTimeout(() => {
+        logger.warn('grace period over, closing remaining connections');
+        server.closeAllConnections();
+      }, config.shutdownGraceMs);
+      force.unref();
+      server.close(async () => {
+        await jobsStopped;
+        await changes.close();
+        await database.close();
+        logger.info('stopped');
+        process.exit(0);
+      });
+      server.closeIdleConnections();
+    }, config.shutdownDrainMs);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
