@@ -125,6 +125,7 @@ export async function resumeDeferred(
 ): Promise<{ operations: number; watches: number }> {
   const ownerDID = ctx.viewer.kind === 'service' ? (input.ownerDID ?? undefined) : actingOwner(ctx.viewer, input.ownerDID);
   if (input.reason === 'offline') {
+    if (input.connectorName != null) throw new InvalidInputError('connectorName', 'applies only to AUTH: OFFLINE resumes every connector');
     const resumed = await operations.resumeDeferred(ctx.store, { reason: 'offline', ...(ownerDID !== undefined && { ownerDID }) });
     const watches = await resumeOfflineWatches(ctx.store, ownerDID !== undefined ? { ownerDID } : {});
     await announce(ctx, 'operation', resumed);

@@ -31,7 +31,8 @@ const EnvSchema = z.object({
   DB_STATEMENT_TIMEOUT_MS: int(100, 600_000).default(10_000),
   DB_POOL_MAX: int(1, 500).default(10),
   MAX_QUERY_DEPTH: int(1, 100).default(12),
-  MAX_QUERY_COST: int(100, 1_000_000).default(5_000),
+  // A dashboard page of 100 operations with every field costs ~10 000.
+  MAX_QUERY_COST: int(100, 1_000_000).default(20_000),
   MAX_ALIASES: int(1, 1_000).default(30),
   MAX_TOKENS: int(100, 1_000_000).default(5_000),
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),

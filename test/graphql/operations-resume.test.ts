@@ -85,6 +85,12 @@ describeGraphQL('graphql operations: resumeDeferred', (suite) => {
       await expectUntouched(bobs);
     });
 
+    it('refuses a connectorName (it applies only to AUTH), changing nothing', async () => {
+      const mine = await deferred('c-1', 'OFFLINE');
+      expect(await resume({ reason: 'OFFLINE', connectorName: 'google' })).toMatchObject({ __typename: 'InvalidInputError', field: 'connectorName' });
+      await expectUntouched(mine);
+    });
+
     it('leaves finished operations alone', async () => {
       const op = await claimed(suite);
       await mutateOK(suite, 'startOperationAttempt', op.fence);

@@ -69,7 +69,7 @@ export interface ConnectorOperation {
   state: ConnectorOperationState;
   /** Attempts started (offline / auth deferrals give theirs back). */
   attempts: number;
-  /** When the operation is next due (ms epoch); `null` once terminal. */
+  /** When the operation is next due (ms epoch); `null` once dead (finalize leaves a committed one as it was). */
   nextAttemptAt: number | null;
   deferReason: OperationDeferReason | null;
   /** Whether the current attempt marked a provider request as sent. */
