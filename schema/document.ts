@@ -130,7 +130,7 @@ const FinalizeOperationPayload = builder.objectRef<{ finalized: boolean; operati
     watch: t.field({
       type: ProjectionWatch,
       nullable: true,
-      description: 'The watch armed by this finalize.',
+      description: 'The watch armed by this finalize; null when the viewer is not its owner (or a service).',
       // The watch is the owner's: a caller who is not the owner may finalize but not see it.
       resolve: (r, _args, ctx) => (r.watch !== null && canSeeOwned(ctx.viewer, r.watch) ? r.watch : null),
     }),
