@@ -4,10 +4,10 @@
  */
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import * as operations from '../src/store/operations/index.js';
-import type { ConnectorOperation, ConnectorOperationState, OperationCursor } from '../src/store/operations/index.js';
+import type { ConnectorOperation, ConnectorOperationState } from '../src/store/operations/index.js';
 import { resumeOfflineWatches } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from '../schema/context.js';
-import { pageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOperation, viewerDID, visibilityScope } from './viewer.js';
 
@@ -40,17 +40,9 @@ function toStoreFilter(filter: OperationFilterArgs | null | undefined): operatio
   };
 }
 
-function checkOperationCursor(parsed: unknown): OperationCursor | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { createdAt, nodeKey } = parsed as Record<string, unknown>;
-  return typeof createdAt === 'number' && Number.isSafeInteger(createdAt) && typeof nodeKey === 'string' && nodeKey !== ''
-    ? { createdAt, nodeKey }
-    : null;
-}
-
 /** `operations`: the viewer's visible operations, newest first, keyset-paged. */
 export async function listOperations(args: ConnectionArgs & { filter?: OperationFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, checkOperationCursor);
+  const request = pageRequest(args, createdAtCursor);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await operations.listOperations(ctx.store, { ...scope, ...request });
   return {

@@ -1,9 +1,9 @@
 /** Thin resolvers of the watch API. No SQL here. */
 import * as watches from '../src/store/projection-watches/index.js';
-import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome, WatchCursor } from '../src/store/projection-watches/index.js';
+import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import type { GraphQLContext } from '../schema/context.js';
-import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
 import { announce } from './changes.js';
 import { canSeeOwned, visibilityScope } from './viewer.js';
 
@@ -39,17 +39,9 @@ function toStoreFilter(filter: WatchFilterArgs | null | undefined): watches.Watc
   };
 }
 
-function checkWatchCursor(parsed: unknown): WatchCursor | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { createdAt, nodeKey } = parsed as Record<string, unknown>;
-  return typeof createdAt === 'number' && Number.isSafeInteger(createdAt) && typeof nodeKey === 'string' && nodeKey !== ''
-    ? { createdAt, nodeKey }
-    : null;
-}
-
 /** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged forward. */
 export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterArgs | null }, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, checkWatchCursor);
+  const request = forwardPageRequest(args, createdAtCursor);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await watches.listWatches(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after }) });
   return {

@@ -1,6 +1,7 @@
 /** Builds the executable schema from every type file. */
 import { builder } from './builder.js';
 import './errors.js';
+import './connections.js';
 import './server-info.js';
 import './operation.js';
 import './watch.js';

@@ -133,9 +133,6 @@ builder.queryFields((t) => ({
     },
     {
       name: 'ConnectorOperationConnection',
-      fields: (tc) => ({
-        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
-      }),
     },
   ),
   operationCounts: t.field({

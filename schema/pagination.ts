@@ -48,6 +48,15 @@ export function decodeCursor<C>(value: string, argName: string, check: (parsed: 
   return cursor;
 }
 
+/** Narrows a parsed cursor to the `{ createdAt, nodeKey }` keyset position (operations, watches). */
+export function createdAtCursor(parsed: unknown): { createdAt: number; nodeKey: string } | null {
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const { createdAt, nodeKey } = parsed as Record<string, unknown>;
+  return typeof createdAt === 'number' && Number.isSafeInteger(createdAt) && typeof nodeKey === 'string' && nodeKey !== ''
+    ? { createdAt, nodeKey }
+    : null;
+}
+
 /** Turns Relay arguments into a store page request, enforcing the page-size limits. */
 export function pageRequest<C>(args: ConnectionArgs, check: (parsed: unknown) => C | null): PageRequest<C> {
   const { first, last } = args;

@@ -49,9 +49,6 @@ builder.queryField('syncStates', (t) =>
     },
     {
       name: 'SyncStateConnection',
-      fields: (tc) => ({
-        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
-      }),
     },
   ),
 );

@@ -75,9 +75,6 @@ builder.queryField('watches', (t) =>
     },
     {
       name: 'ProjectionWatchConnection',
-      fields: (tc) => ({
-        totalCount: tc.int({ resolve: (connection) => (connection as unknown as { totalCount: () => Promise<number> }).totalCount() }),
-      }),
     },
   ),
 );
