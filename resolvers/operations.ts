@@ -63,21 +63,14 @@ export async function operationByKey(args: { operationID: string; callerDID?: st
   return op !== null && canSeeOperation(ctx.viewer, op) ? op : null;
 }
 
-/** Input of `claimOperation`: the camelCase of the operation's columns. */
-export interface ClaimOperationArgs {
-  operationID: string;
+/**
+ * Input of `claimOperation`: the store's claim input without the caller (always
+ * the viewer), with the owner optional (default: the viewer).
+ */
+export type ClaimOperationArgs = Omit<operations.ClaimOperationInput, 'callerDID' | 'ownerDID' | 'sourceID'> & {
   ownerDID?: string | null;
-  connectorName: string;
-  model: string;
-  op: operations.ConnectorOperationOp;
-  accountKey: string;
-  target: string;
   sourceID?: string | null;
-  deterministicEventID: string;
-  payloadHash: string;
-  reissueIntent: string;
-  leaseMs: number;
-}
+};
 
 /** `claimOperation`: the viewer is always the caller; only a service may name another owner. */
 export async function claimOperation(input: ClaimOperationArgs, ctx: GraphQLContext) {

@@ -2,6 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import type { ConnectorOperation, OperationKey } from './types.js';
+import { alignByNodeKey } from '../node-keys.js';
 
 /** The operation with this idempotency key, or `null`. */
 export async function getOperationByKey(store: StoreContext, key: OperationKey): Promise<ConnectorOperation | null> {
@@ -26,8 +27,7 @@ export async function getOperationsByNodeKeys(store: StoreContext, nodeKeys: rea
     .selectAll()
     .where('node_key', 'in', [...new Set(nodeKeys)])
     .execute();
-  const byKey = new Map(rows.map((row) => [row.node_key, rowToOperation(row)]));
-  return nodeKeys.map((nodeKey) => byKey.get(nodeKey) ?? null);
+  return alignByNodeKey(rows, nodeKeys, rowToOperation);
 }
 
 /**

@@ -2,6 +2,7 @@ import type { StoreContext } from '../context.js';
 import { rowToProjectionWatch } from './row-to-projection-watch.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from './types.js';
 import { matchesIdentity } from './watch-predicates.js';
+import { alignByNodeKey } from '../node-keys.js';
 
 /** The watch of `identity`, or null. */
 export async function getWatch(store: StoreContext, identity: ProjectionWatchIdentity): Promise<ProjectionWatch | null> {
@@ -37,8 +38,7 @@ export async function getWatchesByNodeKeys(
     .selectAll()
     .where('node_key', 'in', [...new Set(nodeKeys)])
     .execute();
-  const byKey = new Map(rows.map((row) => [row.node_key, rowToProjectionWatch(row)]));
-  return nodeKeys.map((key) => byKey.get(key) ?? null);
+  return alignByNodeKey(rows, nodeKeys, rowToProjectionWatch);
 }
 
 /**

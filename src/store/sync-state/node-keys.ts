@@ -2,6 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState } from './types.js';
+import { alignByNodeKey } from '../node-keys.js';
 
 /** Reads the sync state with this node key, or `null`. */
 export async function getSyncStateByNodeKey(store: StoreContext, nodeKey: string): Promise<SyncState | null> {
@@ -17,6 +18,5 @@ export async function getSyncStatesByNodeKeys(store: StoreContext, nodeKeys: rea
     .selectAll()
     .where('node_key', 'in', [...new Set(nodeKeys)])
     .execute();
-  const byKey = new Map(rows.map((row) => [row.node_key, rowToSyncState(row)]));
-  return nodeKeys.map((key) => byKey.get(key) ?? null);
+  return alignByNodeKey(rows, nodeKeys, rowToSyncState);
 }
