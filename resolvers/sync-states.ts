@@ -5,7 +5,7 @@ import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.j
 import type { GraphQLContext } from '../schema/context.js';
 import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
 import { announce } from './changes.js';
-import { canSeeOwned, visibilityScope } from './viewer.js';
+import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
 
 /** Batch loader of the `SyncState` node: invisible rows load as null, like missing ones. */
 export async function loadSyncStatesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(SyncState | null)[]> {
@@ -40,6 +40,37 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
     ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, (s) => ({ connectorName: s.connectorName, ownerDID: s.ownerDID })),
     totalCount: () => syncStates.countSyncStates(ctx.store, scope),
   };
+}
+
+/** Input of `setSyncState`. */
+export interface SetSyncStateArgs {
+  connectorName: string;
+  ownerDID?: string | null;
+  checkpoint?: unknown;
+  lastSyncedAt: string;
+  entityCount: number;
+  status: string;
+  error?: string | null;
+  recovery?: unknown;
+}
+
+/**
+ * `setSyncState`: creates the row (version 0, a new incarnation and node key)
+ * or overwrites its fields, leaving version and incarnation alone (SPEC §3.1).
+ * For the viewer; a service may name the owner.
+ */
+export async function setSyncState(input: SetSyncStateArgs, ctx: GraphQLContext) {
+  const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
+  const state = await syncStates.setSyncState(ctx.store, input.connectorName, ownerDID, {
+    checkpoint: input.checkpoint ?? null,
+    lastSyncedAt: input.lastSyncedAt,
+    entityCount: input.entityCount,
+    status: input.status,
+    error: input.error ?? null,
+    recovery: input.recovery ?? null,
+  });
+  await announce(ctx, 'syncState', [state.nodeKey]);
+  return { syncState: state };
 }
 
 /** Input of `updateSyncProgress`: one compare-and-swap round. */

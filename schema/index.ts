@@ -7,6 +7,7 @@ import './operation.js';
 import './watch.js';
 import './sync-state.js';
 import './document.js';
+import './pending-auth.js';
 import './subscriptions.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -2,6 +2,7 @@
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import * as resolve from '../resolvers/sync-states.js';
+import { ForbiddenError } from '../resolvers/errors.js';
 import { NotFoundError } from '../src/store/errors.js';
 import type { SyncState as SyncStateShape } from '../src/store/sync-state/index.js';
 import { builder } from './builder.js';
@@ -73,6 +74,35 @@ const UpdateSyncProgressPayload = builder.objectRef<{ applied: boolean; syncStat
     syncState: t.field({ type: SyncState, resolve: (r) => r.syncState }),
   }),
 });
+
+const SetSyncStateInput = builder.inputType('SetSyncStateInput', {
+  description: 'Create or overwrite a sync state. Version and incarnation are left alone on overwrite.',
+  fields: (t) => ({
+    connectorName: t.string({ validate: nameInput }),
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
+    checkpoint: t.field({ type: 'JSON', required: false }),
+    lastSyncedAt: t.string({ validate: nameInput }),
+    entityCount: t.int({ validate: z.number().int().min(0) }),
+    status: t.string({ validate: nameInput }),
+    error: t.string({ required: false, validate: z.string().max(10_000).optional().nullable() }),
+    recovery: t.field({ type: 'JSON', required: false }),
+  }),
+});
+
+const SyncStatePayload = builder.objectRef<{ syncState: SyncStateShape }>('SyncStatePayload').implement({
+  fields: (t) => ({ syncState: t.field({ type: SyncState, resolve: (r) => r.syncState }) }),
+});
+
+builder.mutationField('setSyncState', (t) =>
+  t.field({
+    authScopes: { authenticated: true },
+    description: 'Create a sync state (version 0) or overwrite its fields; progress writes go through updateSyncProgress.',
+    type: SyncStatePayload,
+    args: { input: t.arg({ type: SetSyncStateInput, required: true }) },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: { name: 'SetSyncStateResult' } },
+    resolve: (_root, { input }, ctx) => resolve.setSyncState(input, ctx),
+  }),
+);
 
 builder.mutationField('updateSyncProgress', (t) =>
   t.field({

@@ -153,20 +153,26 @@ describe('schema artefacts', () => {
     expect(getNamedType(fields.operation!.type).name).toBe('ConnectorOperation');
   });
 
-  it('never exposes a lease token, send marker or code verifier, except the holder’s lease `token`', () => {
+  it('never exposes a lease token, send marker or code verifier, except the holder’s lease `token` and the service’s consume', () => {
     const SECRETS = /leasetoken|sendmarker|codeverifier/i;
     const readable: string[] = [];
     const tokens: string[] = [];
     const leaseFields: string[] = [];
+    const verifierFields: string[] = [];
     for (const type of outputTypes()) {
       for (const f of Object.values(type.getFields())) {
         // A flag about a secret (`sendMarkerSet: Boolean!`) is fine; the secret is not.
         if (SECRETS.test(f.name) && String(getNullableType(f.type)) !== 'Boolean') readable.push(`${type.name}.${f.name}`);
+        if (getNamedType(f.type).name === 'ConsumedPendingAuthorization') verifierFields.push(`${type.name}.${f.name}`);
         if (/token/i.test(f.name)) tokens.push(`${type.name}.${f.name}`);
         if (getNamedType(f.type).name === 'OperationLease') leaseFields.push(`${type.name}.${f.name}`);
       }
     }
-    expect(readable).toEqual([]);
+    // The code verifier: only in the payload of the service-only consume (SPEC §3.2).
+    expect(readable).toEqual(['ConsumedPendingAuthorization.codeVerifier']);
+    expect(verifierFields).toEqual(['ConsumePendingAuthorizationPayload.consumed']);
+    expect(payloadOf('consumePendingAuthorization').name).toBe('ConsumePendingAuthorizationPayload');
+    expect(schema.getMutationType()?.getFields().consumePendingAuthorization?.extensions?.pothosOptions).toMatchObject({ authScopes: { service: true } });
     expect(tokens).toEqual(['OperationLease.token']);
     // The lease is only handed out by mutation payloads: claim (and acquire/renew via OperationPayload).
     expect(leaseFields.sort()).toEqual(['ClaimOperationPayload.lease', 'OperationPayload.lease']);
@@ -175,6 +181,7 @@ describe('schema artefacts', () => {
     for (const root of [schema.getQueryType(), schema.getSubscriptionType()]) {
       if (root == null) continue;
       expect(reachableFrom(root).has('OperationLease'), `OperationLease must not be reachable from ${root.name}`).toBe(false);
+      expect(reachableFrom(root).has('ConsumedPendingAuthorization'), `the code verifier must not be reachable from ${root.name}`).toBe(false);
     }
   });
 

@@ -94,6 +94,45 @@ describeGraphQL('graphql sync states', (suite) => {
     });
   });
 
+  describe('setSyncState', () => {
+    const SET = `mutation($input: SetSyncStateInput!) {
+      setSyncState(input: $input) {
+        __typename
+        ... on SyncStatePayload { syncState { id connectorName ownerDID status entityCount checkpoint version incarnation } }
+        ... on Error { code }
+        ... on InputValidationError { issues { path } }
+      }
+    }`;
+    const input = (overrides: Record<string, unknown> = {}) => ({
+      connectorName: 'google',
+      checkpoint: { cursor: 'a' },
+      lastSyncedAt: '2026-01-01T00:00:00Z',
+      entityCount: 3,
+      status: 'idle',
+      ...overrides,
+    });
+
+    it('creates at version 0 for the viewer, then overwrites fields keeping version, incarnation and id', async () => {
+      const created = (await suite.gql(SET, { input: input() })).data.setSyncState.syncState;
+      expect(created).toMatchObject({ connectorName: 'google', ownerDID: suite.keys.alice.did, status: 'idle', entityCount: 3, checkpoint: { cursor: 'a' }, version: 0 });
+      const updated = (await suite.gql(SET, { input: input({ status: 'syncing', entityCount: 7 }) })).data.setSyncState.syncState;
+      expect(updated).toEqual({ ...created, status: 'syncing', entityCount: 7 });
+    });
+
+    it('lets only a service name another owner', async () => {
+      expect((await suite.gql(SET, { input: input({ ownerDID: suite.keys.bob.did }) })).data.setSyncState).toMatchObject({ __typename: 'ForbiddenError' });
+      expect(await getSyncState(suite.store, 'google', suite.keys.bob.did)).toBeNull();
+      const byService = await suite.gql(SET, { input: input({ ownerDID: suite.keys.bob.did }) }, { as: 'worker' });
+      expect(byService.data.setSyncState.syncState.ownerDID).toBe(suite.keys.bob.did);
+    });
+
+    it('refuses bad input and writes nothing', async () => {
+      const res = await suite.gql(SET, { input: input({ entityCount: -1 }) });
+      expect(res.data.setSyncState).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: ['input', 'entityCount'] }] });
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toBeNull();
+    });
+  });
+
   describe('updateSyncProgress', () => {
     const progress = (input: Record<string, unknown>, as: Principal = 'alice') => suite.gql(UPDATE_SYNC_PROGRESS, { input }, { as });
     const write = { checkpoint: { cursor: 'c-1' }, lastSyncedAt: '2026-01-01T01:00:00Z', entityCount: 42, error: null, recovery: { retry: 1 } };

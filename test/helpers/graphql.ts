@@ -8,7 +8,7 @@ import { beforeAll } from 'vitest';
 import { generateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
 import { createServerApp, type ServerApp } from '../../src/server/app.js';
 import { loadConfig } from '../../src/server/config.js';
-import { createLogger } from '../../src/server/logger.js';
+import { createLogger, type Logger } from '../../src/server/logger.js';
 import { describeEachDialect, type DialectSuite } from './databases.js';
 
 /** Who sends a request: a named principal, or nobody. */
@@ -41,7 +41,11 @@ export const TEST_AUDIENCE = 'connector-store-test';
  * Declares `name` once per dialect with a migrated database, a yoga app over
  * it and the four principals. The app is rebuilt for each suite, not each test.
  */
-export function describeGraphQL(name: string, body: (suite: GraphQLSuite) => void, options: { env?: Record<string, string> } = {}): void {
+export function describeGraphQL(
+  name: string,
+  body: (suite: GraphQLSuite) => void,
+  options: { env?: Record<string, string>; logger?: Logger } = {},
+): void {
   describeEachDialect(name, (dialectSuite) => {
     const keys = {
       alice: generateLocalKey(),
@@ -86,7 +90,7 @@ export function describeGraphQL(name: string, body: (suite: GraphQLSuite) => voi
       app = createServerApp({
         config,
         database: dialectSuite.database.open,
-        logger: createLogger('silent'),
+        logger: options.logger ?? createLogger('silent'),
         storeDeps: { now: dialectSuite.clock.now },
       });
     });

@@ -1,0 +1,94 @@
+/**
+ * Pending OAuth authorizations (SPEC §3.2): `createPendingAuthorization` for
+ * an owner starting a flow, `consumePendingAuthorization` for the service
+ * principal completing it. The code verifier is readable only in the consume
+ * payload, which only a service can obtain.
+ */
+import { InputValidationError } from '@pothos/plugin-validation';
+import { z } from 'zod';
+import { ForbiddenError } from '../resolvers/errors.js';
+import * as resolve from '../resolvers/pending-auth.js';
+import { InvalidInputError } from '../src/store/errors.js';
+import type { PendingAuthRecord, PendingAuthSummary } from '../src/store/pending-auth/index.js';
+import { builder } from './builder.js';
+import { nameInput, textInput } from './inputs.js';
+
+const PendingAuthorization = builder.objectRef<PendingAuthSummary>('PendingAuthorization').implement({
+  description: 'An OAuth authorization between redirect and callback. The code verifier is not here.',
+  fields: (t) => ({
+    state: t.exposeString('state'),
+    provider: t.exposeString('provider'),
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    ownerWrappableDID: t.expose('ownerWrappableDID', { type: 'DID', nullable: true }),
+    controllerWrappableDID: t.expose('controllerWrappableDID', { type: 'DID', nullable: true }),
+    redirectURL: t.exposeString('redirectURL'),
+    scopes: t.exposeStringList('scopes'),
+    isIncremental: t.exposeBoolean('isIncremental', { description: 'Whether only the scopes not yet granted were requested.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+  }),
+});
+
+const ConsumedPendingAuthorization = builder.objectRef<PendingAuthRecord>('ConsumedPendingAuthorization').implement({
+  description: 'A pending authorization as its single consume returns it, code verifier included (service principals only).',
+  fields: (t) => ({
+    authorization: t.field({ type: PendingAuthorization, resolve: (record) => record }),
+    codeVerifier: t.exposeString('codeVerifier', { description: 'The PKCE code verifier, for the token exchange. Never readable anywhere else.' }),
+  }),
+});
+
+const CreatePendingAuthorizationInput = builder.inputType('CreatePendingAuthorizationInput', {
+  description: 'Record an authorization the owner is about to be redirected for.',
+  fields: (t) => ({
+    state: t.string({ validate: z.string().min(16, 'must be at least 16 characters').max(512), description: 'The OAuth state parameter: unguessable, single use.' }),
+    codeVerifier: t.string({
+      validate: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be an RFC 7636 code verifier (43–128 unreserved characters)'),
+    }),
+    provider: t.string({ validate: nameInput }),
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
+    ownerWrappableDID: t.field({ type: 'DID', required: false }),
+    controllerWrappableDID: t.field({ type: 'DID', required: false }),
+    redirectURL: t.string({ validate: z.url('must be an absolute URL').max(2048) }),
+    scopes: t.stringList({ validate: z.array(textInput).max(100) }),
+    isIncremental: t.boolean({ required: false }),
+    expiresAt: t.field({ type: 'DateTime', description: 'Within the next hour.' }),
+  }),
+});
+
+const ConsumePendingAuthorizationInput = builder.inputType('ConsumePendingAuthorizationInput', {
+  fields: (t) => ({ state: t.string({ validate: textInput }) }),
+});
+
+const ConsumePendingAuthorizationPayload = builder.objectRef<{ consumed: PendingAuthRecord | null }>('ConsumePendingAuthorizationPayload').implement({
+  fields: (t) => ({
+    consumed: t.field({
+      type: ConsumedPendingAuthorization,
+      nullable: true,
+      description: 'Null when the state is unknown, already consumed or expired (each state is consumable once).',
+      resolve: (r) => r.consumed,
+    }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  createPendingAuthorization: t.field({
+    authScopes: { authenticated: true },
+    description: 'Record a pending OAuth authorization (PKCE) for the viewer, or for an owner when called by a service.',
+    type: PendingAuthorization,
+    args: { input: t.arg({ type: CreatePendingAuthorizationInput, required: true }) },
+    errors: {
+      types: [InputValidationError, InvalidInputError, ForbiddenError],
+      directResult: true,
+      union: { name: 'CreatePendingAuthorizationResult' },
+    },
+    resolve: (_root, { input }, ctx) => resolve.createPendingAuthorization(input, ctx),
+  }),
+  consumePendingAuthorization: t.field({
+    authScopes: { service: true },
+    description: 'Consume a pending authorization once, with its code verifier (service principals only).',
+    type: ConsumePendingAuthorizationPayload,
+    args: { input: t.arg({ type: ConsumePendingAuthorizationInput, required: true }) },
+    errors: { types: [InputValidationError], directResult: true, union: { name: 'ConsumePendingAuthorizationResult' } },
+    resolve: async (_root, { input }, ctx) => ({ consumed: await resolve.consumePendingAuthorization(input.state, ctx) }),
+  }),
+}));
