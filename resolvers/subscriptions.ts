@@ -12,7 +12,11 @@ import type { ChangeKind } from '../src/server/change-feed.js';
 import type { GraphQLContext } from '../schema/context.js';
 import { viewerDID } from './viewer.js';
 
-/** Events a subscriber may have waiting before it is closed as too slow. */
+/**
+ * Events a subscriber may have waiting. Past it, waiting events of the same
+ * node are merged (each event reloads the node, so only the last matters);
+ * a subscriber with this many distinct nodes waiting is closed as too slow.
+ */
 export const MAX_PENDING_EVENTS = 1_000;
 
 /** What one subscription listens for. */
@@ -26,31 +30,51 @@ export interface ChangeStreamOptions<T> {
   accept?: (node: T) => boolean;
 }
 
-/** The async stream a subscription field returns. Closing it (client gone) frees everything. */
-export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): AsyncIterable<T> {
+/**
+ * The async stream a subscription field returns. It listens from the moment
+ * the subscription is accepted (not from the first read), and closing it,
+ * whether or not it was ever read, frees its slot and its listener.
+ */
+export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): AsyncIterableIterator<T> {
   // Refused before anything is registered, so a refusal holds nothing.
   const release = ctx.subscriptions.open(viewerDID(ctx.viewer));
-  return new Repeater<T>(async (push, stop) => {
-    const unregister = ctx.subscriptions.register(() => stop());
-    const queue: string[] = [];
-    let wake: (() => void) | undefined;
-    const unlisten = ctx.changes.listen((event) => {
-      if (event.kind !== options.kind) return;
-      if (options.nodeKey !== undefined && event.nodeKey !== options.nodeKey) return;
-      if (queue.length >= MAX_PENDING_EVENTS) {
-        stop(new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } }));
-        return;
-      }
+  let queue: string[] = [];
+  let wake: (() => void) | undefined;
+  let failure: GraphQLError | undefined;
+  const unlisten = ctx.changes.listen((event) => {
+    if (failure !== undefined || event.kind !== options.kind) return;
+    if (options.nodeKey !== undefined && event.nodeKey !== options.nodeKey) return;
+    if (queue.length >= MAX_PENDING_EVENTS) queue = lastOccurrences(queue);
+    if (queue.length >= MAX_PENDING_EVENTS) {
+      failure = new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } });
+      queue = [];
+    } else {
       queue.push(event.nodeKey);
-      wake?.();
-    });
+    }
+    wake?.();
+  });
+  let cleaned = false;
+  const cleanup = () => {
+    if (cleaned) return;
+    cleaned = true;
+    unlisten();
+    unregister();
+    release();
+    wake?.();
+  };
+
+  const repeater = new Repeater<T>(async (push, stop) => {
     let stopped = false;
     void stop.then(() => {
       stopped = true;
       wake?.();
     });
     try {
-      while (!stopped) {
+      while (!stopped && !cleaned) {
+        if (failure !== undefined) {
+          stop(failure);
+          break;
+        }
         const nodeKey = queue.shift();
         if (nodeKey === undefined) {
           await new Promise<void>((resolve) => {
@@ -69,11 +93,48 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
       ctx.log.error({ err: error }, 'subscription failed');
       stop(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
     } finally {
-      unlisten();
-      unregister();
-      release();
+      cleanup();
     }
   });
+  const unregister = ctx.subscriptions.register(() => {
+    void repeater.return();
+    cleanup();
+  });
+
+  return {
+    next: () => repeater.next(),
+    return: async (value?: unknown) => {
+      try {
+        return await repeater.return(value as T);
+      } finally {
+        cleanup();
+      }
+    },
+    throw: async (error?: unknown) => {
+      try {
+        return await repeater.throw(error);
+      } finally {
+        cleanup();
+      }
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+/** The queue with each node key kept only at its last position. */
+function lastOccurrences(queue: readonly string[]): string[] {
+  const seen = new Set<string>();
+  const kept: string[] = [];
+  for (let i = queue.length - 1; i >= 0; i--) {
+    const key = queue[i]!;
+    if (!seen.has(key)) {
+      seen.add(key);
+      kept.push(key);
+    }
+  }
+  return kept.reverse();
 }
 
 /** A per-process cap on open subscriptions per viewer. */

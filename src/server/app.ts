@@ -40,6 +40,8 @@ export interface ServerApp {
   markNotReady(): void;
   /** Ends every open subscription stream (shutdown). */
   closeSubscriptions(): void;
+  /** The change feed mutations publish to and subscriptions listen on. */
+  changes: ChangeFeed;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
@@ -141,6 +143,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
       ready = false;
     },
     closeSubscriptions: () => subscriptions.closeAll(),
+    changes,
   };
 }
 
