@@ -1,5 +1,4 @@
 /** Fixtures for the write-back operation tests: claim inputs, raw rows, and interleaving hooks. */
-import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
 import type { OperationRow } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
 import { encodeJSONColumn } from '../../src/store/json.js';
@@ -102,24 +101,4 @@ export function withHookAfterSelects(store: StoreContext, hook: (selectNumber: n
       },
     });
   return { ...store, db: wrap(store.db) };
-}
-
-/** A Kysely plugin that counts the statements run through it. */
-export class StatementCounter implements KyselyPlugin {
-  count = 0;
-  readonly kinds: string[] = [];
-  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
-    this.count++;
-    this.kinds.push(args.node.kind);
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    return args.result;
-  }
-}
-
-/** The store with a statement counter attached. */
-export function countingStore(store: StoreContext): { store: StoreContext; counter: StatementCounter } {
-  const counter = new StatementCounter();
-  return { store: { ...store, db: store.db.withPlugin(counter) }, counter };
 }

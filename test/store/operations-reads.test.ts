@@ -16,7 +16,8 @@ import {
   type OperationScope,
 } from '../../src/store/operations/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, commitDirectly, countingStore, keyOf } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, commitDirectly, keyOf } from '../helpers/operation-claim-fixtures.js';
+import { withStatementCounter } from '../helpers/statement-counter.js';
 
 const VIEWER = 'did:key:z6MkViewer';
 const SOMEONE = 'did:key:z6MkSomeone';
@@ -35,12 +36,12 @@ describeEachDialect('operations: reads and listings', (suite) => {
     it('getOperationsByNodeKeys: one statement, aligned with the input', async () => {
       const a = (await claimFresh(suite.store, { operationID: 'a' })).operation;
       const b = (await claimFresh(suite.store, { operationID: 'b' })).operation;
-      const { store, counter } = countingStore(suite.store);
+      const { store, statements } = withStatementCounter(suite.store);
       const result = await getOperationsByNodeKeys(store, [b.nodeKey, 'missing', a.nodeKey, b.nodeKey]);
       expect(result).toEqual([b, null, a, b]);
-      expect(counter.kinds).toEqual(['SelectQueryNode']);
+      expect(statements).toEqual(['SelectQueryNode']);
       expect(await getOperationsByNodeKeys(store, [])).toEqual([]);
-      expect(counter.count).toBe(1);
+      expect(statements).toHaveLength(1);
     });
 
     it('getOperationsByDocumentIDs: one statement, every id a key, newest first', async () => {
@@ -50,16 +51,16 @@ describeEachDialect('operations: reads and listings', (suite) => {
         made.push((await claimFresh(suite.store, { operationID: id })).operation);
         if (doc !== null) await commitDirectly(suite.store, keyOf(claimInput({ operationID: id })), doc, { id });
       }
-      const { store, counter } = countingStore(suite.store);
+      const { store, statements } = withStatementCounter(suite.store);
       const byDocument = await getOperationsByDocumentIDs(store, ['doc-1', 'doc-3', 'doc-2', 'doc-1']);
-      expect(counter.count).toBe(1);
+      expect(statements).toHaveLength(1);
       expect([...byDocument.keys()]).toEqual(['doc-1', 'doc-3', 'doc-2']);
       expect(byDocument.get('doc-1')?.map((op) => op.operationID)).toEqual(['c', 'a']);
       expect(byDocument.get('doc-1')?.[0]).toMatchObject({ state: 'committed', documentID: 'doc-1', resultEntity: { id: 'c' } });
       expect(byDocument.get('doc-2')?.map((op) => op.operationID)).toEqual(['b']);
       expect(byDocument.get('doc-3')).toEqual([]);
       expect((await getOperationsByDocumentIDs(store, [])).size).toBe(0);
-      expect(counter.count).toBe(1);
+      expect(statements).toHaveLength(1);
     });
   });
 

@@ -1,4 +1,3 @@
-import type { KyselyPlugin } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import type { StoreContext } from '../../src/store/context.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../../src/store/errors.js';
@@ -26,6 +25,7 @@ import {
   type ProjectionWatchIdentity,
 } from '../../src/store/projection-watches/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { withStatementCounter } from '../helpers/statement-counter.js';
 import { insertOperationRow, operationKey } from '../helpers/operation-fixtures.js';
 import { allWatchRows, patchWatchRow, watchIdentity } from '../helpers/watch-fixtures.js';
 
@@ -595,23 +595,23 @@ describeEachDialect('projection watches', (suite) => {
     it('getWatchesByNodeKeys: one statement, aligned with the keys', async () => {
       const a = await createWatch(watchIdentity({ sourceID: 'a' }), 'doc-a');
       const b = await createWatch(watchIdentity({ sourceID: 'b' }), 'doc-b');
-      const { store, count } = countingStore(suite.store);
+      const { store, statements } = withStatementCounter(suite.store);
       const result = await getWatchesByNodeKeys(store, [b.nodeKey, 'missing', a.nodeKey, b.nodeKey]);
       expect(result).toEqual([b, null, a, b]);
-      expect(count()).toBe(1);
+      expect(statements).toHaveLength(1);
       expect(await getWatchesByNodeKeys(store, [])).toEqual([]);
-      expect(count()).toBe(1);
+      expect(statements).toHaveLength(1);
     });
 
     it('getWatchesByDocumentIDs: one statement, a map by document id', async () => {
       const a = await createWatch(watchIdentity({ sourceID: 'a' }), 'doc-a');
       const b = await createWatch(watchIdentity({ sourceID: 'b' }), 'doc-b');
-      const { store, count } = countingStore(suite.store);
+      const { store, statements } = withStatementCounter(suite.store);
       const result = await getWatchesByDocumentIDs(store, ['doc-a', 'doc-b', 'doc-none', 'doc-a']);
       expect(result).toEqual(new Map([['doc-a', a], ['doc-b', b]]));
-      expect(count()).toBe(1);
+      expect(statements).toHaveLength(1);
       expect((await getWatchesByDocumentIDs(store, [])).size).toBe(0);
-      expect(count()).toBe(1);
+      expect(statements).toHaveLength(1);
     });
 
     it('a document id watched under two owners resolves to the newest watch', async () => {
@@ -789,14 +789,3 @@ describeEachDialect('projection watches', (suite) => {
 });
 
 /** A store whose statements are counted (the batched readers must use one). */
-function countingStore(store: StoreContext): { store: StoreContext; count: () => number } {
-  let statements = 0;
-  const plugin: KyselyPlugin = {
-    transformQuery: (args) => {
-      statements += 1;
-      return args.node;
-    },
-    transformResult: async (args) => args.result,
-  };
-  return { store: { ...store, db: store.db.withPlugin(plugin) }, count: () => statements };
-}
