@@ -18,6 +18,7 @@ import {
 } from '../src/store/operations/index.js';
 import * as operations from '../src/store/operations/index.js';
 import { builder } from './builder.js';
+import { MAX_PAGE_SIZE } from './pagination.js';
 import { FENCED_WRITE_ERRORS } from './errors.js';
 import { leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
 import type { InputObjectRef } from '@pothos/core';
@@ -141,6 +142,14 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     args: { filter: t.arg({ type: OperationFilter, required: false }) },
     resolve: (_root, args, ctx) => resolve.countOperationsByState(args.filter, ctx),
+  }),
+  dueOperations: t.field({
+    type: [ConnectorOperation],
+    description:
+      'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first. Claim one with acquireOperationLease.',
+    authScopes: { service: true },
+    args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
+    resolve: (_root, args, ctx) => operations.listDueOperations(ctx.store, { limit: args.first ?? 20 }),
   }),
   operationByKey: t.field({
     type: ConnectorOperation,

@@ -7,8 +7,9 @@ import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import * as resolve from '../resolvers/watches.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../src/store/errors.js';
-import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
+import { listDueWatches, PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
 import { builder } from './builder.js';
+import { MAX_PAGE_SIZE } from './pagination.js';
 import { textInput, versionInput } from './inputs.js';
 import { ConnectorOperation, DeferReason, enumValues } from './operation.js';
 
@@ -77,6 +78,17 @@ builder.queryField('watches', (t) =>
       name: 'ProjectionWatchConnection',
     },
   ),
+);
+
+builder.queryField('dueWatches', (t) =>
+  t.field({
+    type: [ProjectionWatch],
+    description:
+      'Work for verifiers (service principals only): watches pending verification, due now, not claimed, oldest first. Claim one with claimWatchAttempt.',
+    authScopes: { service: true },
+    args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
+    resolve: (_root, args, ctx) => listDueWatches(ctx.store, { limit: args.first ?? 20 }),
+  }),
 );
 
 const RequestRepullInput = builder.inputType('RequestRepullInput', {
