@@ -21,6 +21,7 @@ import { schema } from '../../schema/index.js';
 import type { GraphQLContext } from '../../schema/context.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
+import { connectionParamsHeaders } from './websocket.js';
 
 /** What {@link createServerApp} needs. */
 export interface ServerAppOptions {
@@ -116,11 +117,14 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
         return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
       },
     },
-    context: async ({ request }) => {
-      const requestID = requestIDOf(request);
+    context: async (initial) => {
+      // A graphql-ws subscription (websocket.ts) has no fetch Request: its credentials are its connectionParams.
+      const { request, connectionParams } = initial as { request?: Request; connectionParams?: Readonly<Record<string, unknown>> };
+      const requestID = request === undefined ? randomUUID() : requestIDOf(request);
+      const headers = request === undefined ? connectionParamsHeaders(connectionParams) : request.headers;
       let viewer;
       try {
-        viewer = await resolveViewer(request.headers, config.auth, { now: store.now() });
+        viewer = await resolveViewer(headers, config.auth, { now: store.now() });
       } catch (error) {
         if (error instanceof AuthenticationError) {
           throw new GraphQLError(error.message, {

@@ -15,6 +15,7 @@ import { assertDemoAllowed, seedLocalDemo } from './demo-command.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
+import { attachGraphQLWebSocket } from './websocket.js';
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
@@ -50,6 +51,12 @@ async function main(): Promise<void> {
       : createInProcessChangeFeed();
   const app = createServerApp({ config, database, logger, changes });
   const server = createServer(app.yoga);
+  // graphql-ws subscriptions on the same port and path as SSE.
+  const websocket = attachGraphQLWebSocket(server, app, {
+    logger,
+    maxPayloadBytes: config.limits.maxBodyBytes,
+    closeTimeoutMs: config.shutdownGraceMs,
+  });
   await listen(server, config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
@@ -77,6 +84,8 @@ async function main(): Promise<void> {
     app.markNotReady();
     // Open subscription streams end now, so their connections do not hold the close.
     app.closeSubscriptions();
+    // WebSocket clients are told to go away (they reconnect elsewhere); upgrades stop.
+    const websocketClosed = websocket.close().catch((error: unknown) => logger.warn({ err: error }, 'closing WebSocket clients failed'));
     // Jobs stop with readiness: a run in progress finishes before the pool closes.
     const jobsStopped = jobs.stop();
     // Keep accepting for the drain period, so load balancers see /readyz fail
@@ -90,6 +99,7 @@ async function main(): Promise<void> {
       force.unref();
       server.close(async () => {
         await jobsStopped;
+        await websocketClosed;
         await changes.close();
         await database.close();
         logger.info('stopped');

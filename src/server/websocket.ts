@@ -1,0 +1,145 @@
+/**
+ * Subscriptions over WebSocket (the graphql-ws protocol), next to yoga's SSE
+ * on the same `/graphql` path. Every operation runs through the yoga app's
+ * own parse, validate (graphql-armor limits), context (the same viewer
+ * resolution), subscribe and error masking, so authorization and limits are
+ * exactly those of SSE. Credentials travel in `connectionParams`.
+ */
+import type { Server } from 'node:http';
+import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs } from 'graphql';
+import { CloseCode } from 'graphql-ws';
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer } from 'ws';
+import { INSECURE_VIEWER_DID_HEADER } from '../auth/index.js';
+import type { ServerApp } from './app.js';
+import type { Logger } from './logger.js';
+
+/** Options of {@link attachGraphQLWebSocket}. */
+export interface GraphQLWebSocketOptions {
+  logger: Logger;
+  /** Largest message accepted; a bigger one closes the socket (1009). */
+  maxPayloadBytes: number;
+  /** How long `close()` waits for clients to finish the closing handshake before cutting them off. Default: 5 000 ms. */
+  closeTimeoutMs?: number;
+}
+
+/** A WebSocket endpoint attached to an HTTP server. */
+export interface GraphQLWebSocket {
+  /** Closes every client (1001 Going Away, so clients reconnect elsewhere) and stops accepting upgrades. */
+  close(): Promise<void>;
+}
+
+/**
+ * The request headers a WebSocket connection stands for: `authorization`
+ * (also spelled `Authorization`) and, for insecure development mode, the
+ * viewer DID header, taken from the client's `connectionParams`.
+ */
+export function connectionParamsHeaders(params: Readonly<Record<string, unknown>> | undefined): Headers {
+  const headers = new Headers();
+  const authorization = params?.authorization ?? params?.Authorization;
+  if (typeof authorization === 'string') headers.set('authorization', authorization);
+  const viewerDID = params?.[INSECURE_VIEWER_DID_HEADER];
+  if (typeof viewerDID === 'string') headers.set(INSECURE_VIEWER_DID_HEADER, viewerDID);
+  return headers;
+}
+
+/** The yoga functions one operation runs with; carried to `execute`/`subscribe` as its root value. */
+interface EnvelopedRoot {
+  execute: (args: ExecutionArgs) => unknown;
+  subscribe: (args: ExecutionArgs) => unknown;
+}
+
+/** Serves graphql-ws on `path` of `server`, through `app`'s yoga instance. Subscriptions only. */
+export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: GraphQLWebSocketOptions, path = '/graphql'): GraphQLWebSocket {
+  const log = options.logger.child({ component: 'websocket' });
+  const wss = new WebSocketServer({ server, path, maxPayload: options.maxPayloadBytes });
+  // Only what the context factory reads: spreading graphql-ws's own context
+  // would put its `subscriptions` map where the per-viewer limiter belongs.
+  const enveloped = (connectionParams: Readonly<Record<string, unknown>> | undefined, extra: object) =>
+    app.yoga.getEnveloped({ connectionParams, ...extra } as Parameters<typeof app.yoga.getEnveloped>[0]);
+
+  const disposable = useServer<Record<string, unknown> | undefined>(
+    {
+      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
+      subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
+      onConnect: async (ctx) => {
+        // The token is checked once here, so a bad one fails the connection
+        // (4401, which graphql-ws clients do not retry); each subscription
+        // resolves its viewer again, as every SSE request does.
+        try {
+          await enveloped(ctx.connectionParams, { req: ctx.extra.request }).contextFactory();
+          return true;
+        } catch (error) {
+          const code = authenticationCode(error);
+          if (code === undefined) throw error;
+          log.debug({ code }, 'websocket connection refused');
+          ctx.extra.socket.close(CloseCode.Unauthorized, `Unauthorized: ${code}`);
+          return false;
+        }
+      },
+      onSubscribe: async (ctx, _id, params) => {
+        const { schema, execute, subscribe, contextFactory, parse, validate } = enveloped(ctx.connectionParams, {
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params,
+        });
+        let document: DocumentNode;
+        try {
+          document = parse(params.query);
+        } catch (error) {
+          if (error instanceof GraphQLError) return [error];
+          throw error;
+        }
+        const errors = validate(schema, document);
+        if (errors.length > 0) return errors;
+        if (getOperationAST(document, params.operationName)?.operation !== 'subscription') {
+          return [
+            new GraphQLError('only subscriptions are served over WebSocket; send queries and mutations over HTTP', {
+              extensions: { code: 'SUBSCRIPTIONS_ONLY' },
+            }),
+          ];
+        }
+        let contextValue;
+        try {
+          contextValue = await contextFactory();
+        } catch (error) {
+          // E.g. the token expired since the connection opened.
+          const code = authenticationCode(error);
+          if (code === undefined) throw error;
+          return [new GraphQLError((error as GraphQLError).message, { extensions: { code } })];
+        }
+        const root: EnvelopedRoot = { execute, subscribe };
+        return {
+          schema,
+          document,
+          operationName: params.operationName ?? null,
+          variableValues: params.variables ?? null,
+          contextValue,
+          rootValue: root,
+        };
+      },
+    },
+    wss,
+  );
+
+  return {
+    close: async () => {
+      const timer = setTimeout(() => {
+        for (const client of wss.clients) client.terminate();
+      }, options.closeTimeoutMs ?? 5_000);
+      timer.unref();
+      try {
+        await disposable.dispose();
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+/** The authentication error code of a context-factory failure (bad credentials), else undefined. */
+function authenticationCode(error: unknown): string | undefined {
+  if (!(error instanceof GraphQLError)) return undefined;
+  const http = error.extensions.http as { status?: number } | undefined;
+  return http?.status === 401 ? String(error.extensions.code) : undefined;
+}

@@ -1,0 +1,222 @@
+/**
+ * Subscriptions over WebSocket (graphql-ws) against a real server process,
+ * once per dialect: the same authorization and limits as SSE. A change made
+ * over HTTP reaches its owner's WebSocket subscriber and nobody else; a bad
+ * token fails the connection (4401); anonymous is refused by the auth scope;
+ * the per-viewer cap counts WebSocket subscriptions and a disconnect frees
+ * the slot; only subscriptions are served; oversized messages close the
+ * socket; shutdown closes clients with 1001. The last test stops the server.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type Client } from 'graphql-ws';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import type { DialectName } from '../../src/db/connect.js';
+import { testDialects } from '../helpers/databases.js';
+import { createScratchPostgresDatabase, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+
+const AUDIENCE = 'connector-store-websocket';
+const keys = { alice: generateLocalKey(), bob: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
+type Who = keyof typeof keys;
+const tokens = {} as Record<Who, string>;
+
+const CLAIM = `mutation($input: ClaimOperationInput!) {
+  claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id } } }
+}`;
+const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state } }`;
+
+interface Result {
+  data?: { operationsChanged?: { operationID: string; state: string } } | null;
+  errors?: { message: string; extensions?: { code?: string } }[];
+}
+
+/** One graphql-ws client with one subscription, collecting what arrives. */
+interface WSSubscription {
+  results: Result[];
+  /** Settles with the close event / error when the subscription errors, or `'complete'`. */
+  ended: Promise<unknown>;
+  waitFor(count: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+const dialects: DialectName[] = testDialects().filter((d) => d === 'sqlite' || inject('postgresAvailable'));
+
+describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
+  let server: ServerProcess | undefined;
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    const env: Record<string, string> = {
+      NODE_ENV: 'production',
+      AUTH_AUDIENCE: AUDIENCE,
+      SERVICE_DIDS: keys.worker.did,
+      LOG_LEVEL: 'info',
+      RETENTION_INTERVAL_MS: '0',
+      DB_POOL_MAX: '5',
+      MAX_SUBSCRIPTIONS_PER_VIEWER: '2',
+      SHUTDOWN_DRAIN_MS: '200',
+      SHUTDOWN_GRACE_MS: '5000',
+    };
+    if (dialect === 'sqlite') {
+      const dir = mkdtempSync(join(tmpdir(), 'cs-ws-'));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
+    } else {
+      const database = await createScratchPostgresDatabase('cs_ws');
+      cleanups.push(() => database.drop());
+      env.DATABASE_URL = database.url;
+    }
+    server = await startServerProcess(env);
+    for (const who of Object.keys(keys) as Who[]) {
+      tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.dispose()));
+    await server?.kill();
+    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+  });
+
+  function client(connectionParams?: Record<string, unknown>): Client {
+    const c = createClient({
+      url: `${server!.origin.replace(/^http/, 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      ...(connectionParams === undefined ? {} : { connectionParams }),
+    });
+    clients.push(c);
+    return c;
+  }
+
+  /** Subscribes on a client of its own; resolves once the server has had a moment to register it. */
+  async function subscribe(connectionParams: Record<string, unknown> | undefined, query = OPERATIONS_CHANGED): Promise<WSSubscription> {
+    const c = client(connectionParams);
+    const results: Result[] = [];
+    let notify = () => {};
+    const ended = new Promise<unknown>((resolve) => {
+      c.subscribe<Result['data']>(
+        { query },
+        {
+          next: (result) => {
+            results.push(result as Result);
+            notify();
+          },
+          error: resolve,
+          complete: () => resolve('complete'),
+        },
+      );
+    });
+    await new Promise((r) => setTimeout(r, 150));
+    return {
+      results,
+      ended,
+      waitFor: (count, timeoutMs = 2_000) =>
+        new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`expected ${count} results, got ${JSON.stringify(results)}`)), timeoutMs);
+          notify = () => {
+            if (results.length >= count) {
+              clearTimeout(timer);
+              resolve();
+            }
+          };
+          notify();
+        }),
+      close: async () => {
+        await c.dispose();
+      },
+    };
+  }
+
+  const as = (who: Who) => ({ authorization: `Bearer ${tokens[who]}` });
+
+  async function claim(operationID: string, who: Who) {
+    const response = await fetch(`${server!.origin}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
+      body: JSON.stringify({
+        query: CLAIM,
+        variables: {
+          input: {
+            operationID,
+            connectorName: 'google',
+            model: 'contact',
+            op: 'CREATE',
+            accountKey: 'acct',
+            target: 'people',
+            deterministicEventID: `evt-${operationID}`,
+            payloadHash: 'h',
+            reissueIntent: 'none',
+            leaseMs: 60_000,
+          },
+        },
+      }),
+    });
+    const body = (await response.json()) as { data: { claimOperation: { outcome: string } } };
+    expect(body.data.claimOperation.outcome).toBe('CLAIMED');
+  }
+
+  it('a claim made over HTTP reaches its owner over WebSocket; a stranger receives nothing', async () => {
+    const alice = await subscribe(as('alice'));
+    // `Authorization` is accepted as well as `authorization`.
+    const mallory = await subscribe({ Authorization: `Bearer ${tokens.mallory}` });
+    await claim('op-ws-1', 'alice');
+    await alice.waitFor(1);
+    expect(alice.results[0]).toEqual({ data: { operationsChanged: expect.objectContaining({ operationID: 'op-ws-1', state: 'ATTEMPTED' }) } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(mallory.results).toEqual([]);
+    await Promise.all([alice.close(), mallory.close()]);
+  });
+
+  it('a bad token fails the connection with 4401 (not retried by clients)', async () => {
+    const forged = await subscribe({ authorization: `Bearer ${tokens.alice.slice(0, -4)}AAAA` });
+    const closed = (await forged.ended) as { code?: number; reason?: string };
+    expect(closed.code).toBe(4401);
+    expect(closed.reason).toMatch(/^Unauthorized: [A-Z_]+$/);
+    const malformed = await subscribe({ authorization: 'Basic abc' });
+    expect(((await malformed.ended) as { code?: number }).code).toBe(4401);
+    expect(forged.results).toEqual([]);
+  });
+
+  it('anonymous (no connectionParams) connects but the auth scope refuses the subscription', async () => {
+    const anonymous = await subscribe(undefined);
+    await anonymous.waitFor(1);
+    expect(anonymous.results[0]?.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(anonymous.results[0]?.data ?? null).toBeNull();
+    expect(await anonymous.ended).toBe('complete');
+  });
+
+  it('the per-viewer cap counts WebSocket subscriptions; a disconnect frees the slot', async () => {
+    const held = [await subscribe(as('bob')), await subscribe(as('bob'))];
+    const refused = await subscribe(as('bob'));
+    await refused.waitFor(1);
+    expect(refused.results[0]?.errors?.[0]?.extensions?.code).toBe('TOO_MANY_SUBSCRIPTIONS');
+    // Closing the socket (no `complete` message first) frees the slot.
+    await held[0]!.close();
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await subscribe(as('bob'));
+    await claim('op-ws-2', 'bob');
+    await again.waitFor(1);
+    expect(again.results[0]?.data?.operationsChanged?.operationID).toBe('op-ws-2');
+    await held[1]!.waitFor(1);
+    await Promise.all([held[1]!.close(), again.close()]);
+  });
+
+  it('serves only subscriptions, and closes a socket whose message exceeds MAX_BODY_BYTES', async () => {
+    const query = await subscribe(as('alice'), '{ __typename }');
+    expect(await query.ended).toEqual([expect.objectContaining({ extensions: { code: 'SUBSCRIPTIONS_ONLY' } })]);
+    const huge = await subscribe(as('alice'), `subscription { operationsChanged { id } } # ${'x'.repeat(1_100_000)}`);
+    expect(((await huge.ended) as { code?: number }).code).toBe(1009);
+  });
+
+  it('shutdown closes WebSocket clients with 1001 (clients reconnect elsewhere) and exits 0', async () => {
+    const alice = await subscribe(as('alice'));
+    server!.child.kill('SIGTERM');
+    expect(((await alice.ended) as { code?: number }).code).toBe(1001);
+    expect((await server!.exited).code).toBe(0);
+  });
+});
