@@ -14,7 +14,8 @@ import { ConnectorOperation, OperationFilter } from './operation.js';
 import { ProjectionWatch, WatchFilter } from './watch.js';
 
 builder.subscriptionType({
-  description: 'Server-sent events (Accept: text/event-stream). After a reconnect, re-query, then subscribe again.',
+  description:
+    'Over server-sent events (Accept: text/event-stream) or graphql-ws (WebSocket, same path). After a reconnect, re-query, then subscribe again.',
 });
 
 function operationMatches(filter: OperationFilterArgs | null | undefined) {
