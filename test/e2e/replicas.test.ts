@@ -11,6 +11,7 @@ import { adminPostgresURL } from '../helpers/postgres-url.js';
 import { createScratchPostgresDatabase, startServerProcess, type ScratchPostgresDatabase, type ServerProcess } from '../helpers/server-process.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 import { testDialects } from '../helpers/databases.js';
+import { claimOperationInput } from '../helpers/graphql-documents.js';
 
 const AUDIENCE = 'connector-store-replicas';
 const keys = { alice: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
@@ -79,18 +80,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
     return sub;
   }
 
-  const claimInput = (operationID: string) => ({
-    operationID,
-    connectorName: 'google',
-    model: 'contact',
-    op: 'CREATE',
-    accountKey: 'acct',
-    target: 'people',
-    deterministicEventID: `evt-${operationID}`,
-    payloadHash: 'h',
-    reissueIntent: 'none',
-    leaseMs: 60_000,
-  });
+  const claimInput = (operationID: string) => claimOperationInput(operationID);
 
   it('a finalize on replica A reaches a subscriber on replica B within 1 s; a stranger on B receives nothing', async () => {
     const onB = await subscribe(b!, 'alice');

@@ -17,6 +17,7 @@ import { generateLocalKey, mintToken } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
 import { testDialects } from '../helpers/databases.js';
 import { createScratchPostgresDatabase, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+import { claimOperationInput } from '../helpers/graphql-documents.js';
 
 const AUDIENCE = 'connector-store-websocket';
 const keys = { alice: generateLocalKey(), bob: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
@@ -141,18 +142,7 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
       body: JSON.stringify({
         query: CLAIM,
         variables: {
-          input: {
-            operationID,
-            connectorName: 'google',
-            model: 'contact',
-            op: 'CREATE',
-            accountKey: 'acct',
-            target: 'people',
-            deterministicEventID: `evt-${operationID}`,
-            payloadHash: 'h',
-            reissueIntent: 'none',
-            leaseMs: 60_000,
-          },
+          input: claimOperationInput(operationID),
         },
       }),
     });

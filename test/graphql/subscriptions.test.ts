@@ -1,6 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
+import { claimOperationInput } from '../helpers/graphql-documents.js';
 
 const CLAIM = `mutation($input: ClaimOperationInput!) {
   claimOperation(input: $input) {
@@ -39,19 +40,7 @@ describeGraphQL('subscriptions (in process)', (suite) => {
 
   async function claim(operationID: string, as: Principal = 'alice', extra: Record<string, unknown> = {}) {
     const res = await suite.gql(CLAIM, {
-      input: {
-        operationID,
-        connectorName: 'google',
-        model: 'contact',
-        op: 'CREATE',
-        accountKey: 'acct',
-        target: 'people',
-        deterministicEventID: `evt-${operationID}`,
-        payloadHash: 'hash-1',
-        reissueIntent: 'none',
-        leaseMs: 60_000,
-        ...extra,
-      },
+      input: claimOperationInput(operationID, extra),
     }, { as });
     return res.data.claimOperation as { outcome: string; operation: { id: string }; lease: { token: string; version: number } };
   }
@@ -203,18 +192,7 @@ describeGraphQL('subscription limits', (suite) => {
     const again = await subscribe('bob');
     expect(again.ended).toBe(false);
     const claimed = await suite.gql(CLAIM, {
-      input: {
-        operationID: 'op-cap',
-        connectorName: 'google',
-        model: 'contact',
-        op: 'CREATE',
-        accountKey: 'acct',
-        target: 'people',
-        deterministicEventID: 'evt',
-        payloadHash: 'h',
-        reissueIntent: 'none',
-        leaseMs: 60_000,
-      },
+      input: claimOperationInput('op-cap'),
     }, { as: 'bob' });
     expect(claimed.data.claimOperation.outcome).toBe('CLAIMED');
     await again.waitFor(1);
