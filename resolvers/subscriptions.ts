@@ -1,14 +1,14 @@
 /**
  * Live changes for one subscriber. Each committed change of the right kind
- * queues its node key; the subscriber reloads the node through the same
- * per-request loaders (and so the same visibility rules) as queries, with a
- * fresh loader cache per event, and yields it if it is visible and matches.
- * An invisible node is skipped exactly like a node that does not exist.
+ * is queued; the subscriber resolves the node through the same per-request
+ * loaders (and so the same visibility rules) as queries, with a fresh loader
+ * cache per event, and yields it if it is visible and matches. An invisible
+ * node is skipped exactly like a node that does not exist.
  */
 import { contextCacheSymbol } from '@pothos/core';
 import { GraphQLError } from 'graphql';
 import { Repeater } from 'graphql-yoga';
-import type { ChangeKind } from '../src/server/change-feed.js';
+import type { ChangeEvent, ChangeKind } from '../src/server/change-feed.js';
 import type { GraphQLContext } from '../schema/context.js';
 import { viewerDID } from './viewer.js';
 
@@ -24,8 +24,8 @@ export interface ChangeStreamOptions<T> {
   kind: ChangeKind;
   /** Cheap pre-filter on the node key (e.g. one id); default: every key. */
   nodeKey?: string;
-  /** Loads the node with the subscriber's loaders; null when missing or invisible. */
-  load: (nodeKey: string, ctx: GraphQLContext) => Promise<T | null>;
+  /** Loads the changed node with the subscriber's loaders; null when missing or invisible. */
+  load: (event: ChangeEvent, ctx: GraphQLContext) => Promise<T | null>;
   /** Whether a loaded node belongs in this stream (filters); default: all. */
   accept?: (node: T) => boolean;
 }
@@ -38,7 +38,7 @@ export interface ChangeStreamOptions<T> {
 export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): AsyncIterableIterator<T> {
   // Refused before anything is registered, so a refusal holds nothing.
   const release = ctx.subscriptions.open(viewerDID(ctx.viewer));
-  let queue: string[] = [];
+  let queue: ChangeEvent[] = [];
   let wake: (() => void) | undefined;
   let failure: GraphQLError | undefined;
   const unlisten = ctx.changes.listen((event) => {
@@ -49,7 +49,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
       failure = new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } });
       queue = [];
     } else {
-      queue.push(event.nodeKey);
+      queue.push(event);
     }
     wake?.();
   });
@@ -75,8 +75,8 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
           stop(failure);
           break;
         }
-        const nodeKey = queue.shift();
-        if (nodeKey === undefined) {
+        const event = queue.shift();
+        if (event === undefined) {
           await new Promise<void>((resolve) => {
             wake = resolve;
           });
@@ -86,7 +86,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
         // A fresh loader cache for this event: the subscription's context
         // lives as long as the stream, and a cached row would be stale.
         (ctx as unknown as Record<symbol, object>)[contextCacheSymbol] = {};
-        const node = await options.load(nodeKey, ctx);
+        const node = await options.load(event, ctx);
         if (node !== null && (options.accept?.(node) ?? true)) await push(node);
       }
     } catch (error) {
@@ -123,18 +123,35 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
   };
 }
 
-/** The queue with each node key kept only at its last position. */
-function lastOccurrences(queue: readonly string[]): string[] {
+/** The queue with each node kept only at its last event. */
+function lastOccurrences(queue: readonly ChangeEvent[]): ChangeEvent[] {
   const seen = new Set<string>();
-  const kept: string[] = [];
+  const kept: ChangeEvent[] = [];
   for (let i = queue.length - 1; i >= 0; i--) {
-    const key = queue[i]!;
-    if (!seen.has(key)) {
-      seen.add(key);
-      kept.push(key);
+    const event = queue[i]!;
+    if (!seen.has(event.nodeKey)) {
+      seen.add(event.nodeKey);
+      kept.push(event);
     }
   }
   return kept.reverse();
+}
+
+const snapshots = new WeakMap<ChangeEvent, Promise<unknown>>();
+
+/**
+ * The row a change event points at, read once per event per process and
+ * shared by every subscriber that handles that event (the feed hands the same
+ * event object to all of them): 200 subscribers cost one read, not 200. Each
+ * subscriber still judges the row with its own viewer (see `primeVisible`).
+ */
+export function snapshotOf<R>(event: ChangeEvent, read: () => Promise<R>): Promise<R> {
+  let pending = snapshots.get(event) as Promise<R> | undefined;
+  if (pending === undefined) {
+    pending = read();
+    snapshots.set(event, pending);
+  }
+  return pending;
 }
 
 /** A per-process cap on open subscriptions per viewer. */

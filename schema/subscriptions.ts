@@ -4,12 +4,15 @@
  * queries: events are reloaded through the node loaders, so an invisible or
  * unknown node never produces one.
  */
-import { changeStream } from '../resolvers/subscriptions.js';
+import { changeStream, snapshotOf } from '../resolvers/subscriptions.js';
+import { canSeeOperation, canSeeOwned } from '../resolvers/viewer.js';
+import type { ChangeEvent } from '../src/server/change-feed.js';
 import type { OperationFilterArgs } from '../resolvers/operations.js';
 import type { WatchFilterArgs } from '../resolvers/watches.js';
-import type { ConnectorOperation as OperationShape } from '../src/store/operations/index.js';
-import type { ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
+import { getOperationsByNodeKeys, type ConnectorOperation as OperationShape } from '../src/store/operations/index.js';
+import { getWatchesByNodeKeys, type ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
 import { builder } from './builder.js';
+import type { GraphQLContext } from './context.js';
 import { ConnectorOperation, OperationFilter } from './operation.js';
 import { ProjectionWatch, WatchFilter } from './watch.js';
 
@@ -34,9 +37,23 @@ function watchMatches(filter: WatchFilterArgs | null | undefined) {
     (filter?.documentID == null || filter.documentID === watch.documentID);
 }
 
-const loadOperation = (nodeKey: string, ctx: Parameters<typeof ConnectorOperation.getDataloader>[0]) =>
-  ConnectorOperation.getDataloader(ctx).load(nodeKey);
-const loadWatch = (nodeKey: string, ctx: Parameters<typeof ProjectionWatch.getDataloader>[0]) => ProjectionWatch.getDataloader(ctx).load(nodeKey);
+/**
+ * A changed operation as this subscriber may see it: the event's shared
+ * snapshot, judged by the same access rule as the node loader, primed into
+ * the subscriber's own (fresh) loader so nested fields resolve as in queries.
+ */
+async function loadOperation(event: ChangeEvent, ctx: GraphQLContext): Promise<OperationShape | null> {
+  const row = await snapshotOf(event, async () => (await getOperationsByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
+  if (row === null || !canSeeOperation(ctx.viewer, row)) return null;
+  return ConnectorOperation.getDataloader(ctx).prime(event.nodeKey, row).load(event.nodeKey);
+}
+
+/** A changed watch as this subscriber may see it (see {@link loadOperation}). */
+async function loadWatch(event: ChangeEvent, ctx: GraphQLContext): Promise<WatchShape | null> {
+  const row = await snapshotOf(event, async () => (await getWatchesByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
+  if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
+  return ProjectionWatch.getDataloader(ctx).prime(event.nodeKey, row).load(event.nodeKey);
+}
 
 builder.subscriptionFields((t) => ({
   operationChanged: t.field({
