@@ -11,9 +11,13 @@ import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
+import { z } from 'zod';
 import type { GraphQLContext } from './context.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import { parseDID } from './scalars.js';
+
+/** Most ids one `nodes` call may name: one loader batch (one statement) per node type. */
+export const MAX_NODES_PER_REQUEST = 500;
 
 /** The types that implement `Node`; ids of any other type resolve to null. */
 const NODE_TYPES = new Set(['ConnectorOperation', 'ProjectionWatch', 'SyncState']);
@@ -60,6 +64,8 @@ export const builder = new SchemaBuilder<{
     },
     nodesQueryOptions: {
       authScopes: { authenticated: true },
+      description: `Relay refetch of several nodes, in order (at most ${MAX_NODES_PER_REQUEST}); null where unknown or not visible.`,
+      args: { ids: { validate: z.array(z.unknown()).max(MAX_NODES_PER_REQUEST, `at most ${MAX_NODES_PER_REQUEST} ids`) } },
       resolve: async (_root, args, _ctx, _info, resolveNodes) => {
         const all = args.ids;
         // Pothos' resolveNodes callback reads `args.ids` rather than its argument,

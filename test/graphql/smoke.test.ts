@@ -21,3 +21,15 @@ describeGraphQL('graphql smoke', (suite) => {
     expect(res.errors?.[0]?.message).toMatch(/not authorized/i);
   });
 });
+
+describeGraphQL('graphql request caps', (suite) => {
+  it('nodes takes at most 500 ids: more is a validation error, not 500 more lookups', async () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => Buffer.from(`ConnectorOperation:${String(i).padStart(22, 'A')}`).toString('base64url'));
+    const ok = await suite.gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } }', { ids: ids(500) });
+    expect(ok.errors).toBeUndefined();
+    expect(ok.data.nodes).toHaveLength(500);
+    const tooMany = await suite.gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } }', { ids: ids(501) });
+    expect(tooMany.data).toBeNull();
+    expect(tooMany.errors?.[0]?.message).toMatch(/at most 500 ids/);
+  });
+});
