@@ -75,7 +75,7 @@ async function launch(dialect: DialectName): Promise<Launched> {
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
     } else {
-      const database = await createScratchPostgresDatabase();
+      const database = await createScratchPostgresDatabase('cs_e2e');
       cleanups.push(() => database.drop());
       env.DATABASE_URL = database.url;
     }

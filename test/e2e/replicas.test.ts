@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { generateLocalKey, mintToken } from '../../src/auth/index.js';
-import { adminPostgresURL } from '../helpers/postgres-url.js';
+import { adminPostgresURL } from '../helpers/postgres.js';
 import { createScratchPostgresDatabase, startServerProcess, type ScratchPostgresDatabase, type ServerProcess } from '../helpers/server-process.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 import { testDialects } from '../helpers/databases.js';

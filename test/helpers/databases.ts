@@ -4,15 +4,13 @@
  * `describeEachDialect` runs a suite once per dialect named in TEST_DIALECTS
  * (default both), as `${dialect}: ${name}`.
  */
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import type { LogConfig } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, inject } from 'vitest';
 import { openDatabase, type DialectName, type OpenDatabase } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import type { Database } from '../../src/db/tables.js';
 import { createStoreContext, type StoreContext } from '../../src/store/context.js';
-import { adminPostgresURL, postgresURLFor } from './postgres-url.js';
+import { createScratchPostgresDatabase } from './postgres.js';
 
 /** Dialects this run covers, from TEST_DIALECTS (default `sqlite,postgres`). */
 export function testDialects(): DialectName[] {
@@ -79,9 +77,8 @@ export async function createTestDatabase(dialect: DialectName, options: { migrat
       destroy: () => open.close(),
     };
   }
-  const name = `cs_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
-  await adminQuery(`create database ${name}`);
-  const url = postgresURLFor(name);
+  const scratch = await createScratchPostgresDatabase('cs_test');
+  const url = scratch.url;
   const target = { dialect: 'postgres' as const, connectionString: url, display: url };
   const open = openDatabase(target, { poolMax: TEST_POOL_SIZE, log: options.log });
   if (options.migrate !== false) await migrateToLatest(open.db, 'postgres');
@@ -98,7 +95,7 @@ export async function createTestDatabase(dialect: DialectName, options: { migrat
     destroy: async () => {
       await Promise.allSettled(extra.map((e) => e.close()));
       await open.close();
-      await adminQuery(`drop database if exists ${name} with (force)`);
+      await scratch.drop();
     },
   };
 }
@@ -107,16 +104,6 @@ export async function createTestDatabase(dialect: DialectName, options: { migrat
 // on Postgres against ~2 ms for ten DELETEs, and it runs before every test.
 async function truncateAll(open: OpenDatabase): Promise<void> {
   for (const table of TABLES) await open.db.deleteFrom(table).execute();
-}
-
-async function adminQuery(text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminPostgresURL() });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
-  }
 }
 
 /** What a suite made by {@link describeEachDialect} gets. */

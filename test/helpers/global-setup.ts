@@ -4,7 +4,7 @@
  */
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { adminPostgresURL } from './postgres-url.js';
+import { adminPostgresURL } from './postgres.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -1,13 +1,10 @@
 /**
  * End-to-end helpers: start `src/server/main.ts` as a real child process on an
- * ephemeral port, and make a scratch Postgres database for it (the server
- * migrates it at start).
+ * ephemeral port, and (re-exported from postgres.ts) make a scratch Postgres database for
+ * it (the server migrates it at start).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { adminPostgresURL, postgresURLFor } from './postgres-url.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -122,28 +119,4 @@ export async function startServerProcess(env: Record<string, string>, options: {
   }
 }
 
-/** A Postgres database made for one suite; `drop` removes it even with open connections. */
-export interface ScratchPostgresDatabase {
-  url: string;
-  drop(): Promise<void>;
-}
-
-/** Creates an empty database (no tables) on the test Postgres server. */
-export async function createScratchPostgresDatabase(prefix = 'cs_e2e'): Promise<ScratchPostgresDatabase> {
-  const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
-  await adminQuery(`create database ${name}`);
-  return {
-    url: postgresURLFor(name),
-    drop: () => adminQuery(`drop database if exists ${name} with (force)`),
-  };
-}
-
-async function adminQuery(text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminPostgresURL() });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
-  }
-}
+export { createScratchPostgresDatabase, type ScratchPostgresDatabase } from './postgres.js';
