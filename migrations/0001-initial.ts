@@ -4,7 +4,7 @@
  * Frozen: never edit after release; add a new migration instead.
  */
 import type { Kysely, Migration } from 'kysely';
-import type { MigrationColumnTypes } from './index.js';
+import type { MigrationColumnTypes } from './column-types.js';
 
 export function initialMigration(t: MigrationColumnTypes): Migration {
   return {

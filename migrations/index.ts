@@ -4,17 +4,10 @@
  * receive the dialect's column types from the migration provider.
  */
 import type { Migration } from 'kysely';
+import type { MigrationColumnTypes } from './column-types.js';
 import { initialMigration } from './0001-initial.js';
 
-/** Column types that differ between PostgreSQL and SQLite. */
-export interface MigrationColumnTypes {
-  /** Text of any length. */
-  text: 'text';
-  /** 64-bit integer for ms-epoch times (`bigint` on Postgres, `integer` on SQLite). */
-  bigint: 'bigint' | 'integer';
-  /** Raw bytes (`bytea` on Postgres, `blob` on SQLite). */
-  binary: 'bytea' | 'blob';
-}
+export type { MigrationColumnTypes } from './column-types.js';
 
 /** The ordered record of migrations, keyed by a name that sorts in order. */
 export function getMigrations(types: MigrationColumnTypes): Record<string, Migration> {

@@ -1,6 +1,5 @@
 /** Announcing committed changes to subscribers. */
-import type { ChangeEvent, ChangeKind } from '../src/server/change-feed.js';
-import type { GraphQLContext } from '../schema/context.js';
+import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
 
 /**
  * Publishes that these nodes changed. Called only after the store call

@@ -1,18 +1,19 @@
 /**
- * A document's connector state: batch loaders for its visible trim record and
- * sweep candidates, and finalize (which commits an operation and arms the
- * document's watch). No SQL here.
+ * A document's connector state: per-request loaders of its visible
+ * operations, watch, trim record and sweep candidates, and whether any of
+ * them means connector work remains. No SQL here.
  */
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import { getEntityTrimsByDocumentIDs, type EntityTrimRecord } from '../src/store/entity-trim/index.js';
-import { NotFoundError } from '../src/store/errors.js';
-import { finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
-import type { ConnectorOperation } from '../src/store/operations/index.js';
-import { LIVE_OPERATION_STATES } from '../src/store/operations/index.js';
-import type { ProjectionWatch } from '../src/store/projection-watches/index.js';
+import { LIVE_OPERATION_STATES, type ConnectorOperation } from '../src/store/operations/index.js';
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
-import type { GraphQLContext } from '../schema/context.js';
-import { announce } from './changes.js';
+import type { GraphQLContext } from './context.js';
+import { loadOperationsByDocumentIDs } from './operations.js';
 import { canSeeOwned } from './viewer.js';
+import { loadWatchesByDocumentIDs } from './watches.js';
+
+export type { EntityTrimRecord } from '../src/store/entity-trim/index.js';
 
 /** Batch loader of each document's visible trim record. */
 export async function loadEntityTrimsByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<(EntityTrimRecord | null)[]> {
@@ -30,57 +31,38 @@ export async function loadSweepCandidatesByDocumentIDs(documentIDs: readonly str
 }
 
 /**
+ * Per-request loaders keyed by document id: N documents cost one statement
+ * per table, and `hasConnectorWork` reuses what the other fields loaded.
+ */
+export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
+  const options = { maxBatchSize: 500 };
+  return {
+    operations: new DataLoader((ids: readonly string[]) => loadOperationsByDocumentIDs(ids, ctx), options),
+    watch: new DataLoader((ids: readonly string[]) => loadWatchesByDocumentIDs(ids, ctx), options),
+    trim: new DataLoader((ids: readonly string[]) => loadEntityTrimsByDocumentIDs(ids, ctx), options),
+    candidates: new DataLoader((ids: readonly string[]) => loadSweepCandidatesByDocumentIDs(ids, ctx), options),
+  };
+});
+
+/**
  * Whether the document has connector work the viewer can see: a watch, a
  * sweep candidate, a trim record or an unfinished operation (SPEC §3.6).
  * Built from the same per-request loaders as the other document fields, so
  * it costs no statement of its own beyond the candidates.
  */
-export function hasConnectorWork(parts: {
-  operations: ConnectorOperation[];
-  watch: ProjectionWatch | null;
-  trim: EntityTrimRecord | null;
-  candidates: SweepCandidate[];
-}): boolean {
+export async function hasConnectorWork(documentID: string, ctx: GraphQLContext): Promise<boolean> {
+  const loaders = documentLoaders(ctx);
+  const [operations, watch, trim, candidates] = await Promise.all([
+    loaders.operations.load(documentID),
+    loaders.watch.load(documentID),
+    loaders.trim.load(documentID),
+    loaders.candidates.load(documentID),
+  ]);
   const live: readonly string[] = LIVE_OPERATION_STATES;
-  return parts.watch !== null || parts.trim !== null || parts.candidates.length > 0 || parts.operations.some((op) => live.includes(op.state));
+  return watch !== null || trim !== null || candidates.length > 0 || operations.some((op: ConnectorOperation) => live.includes(op.state));
 }
 
-/** Input of `finalizeOperation`. */
-export interface FinalizeArgs {
-  version: number;
-  leaseToken: string;
-  documentID: string;
-  sourceID: string;
-  resultEntity?: unknown;
-  currentWinnerDigest?: string | null;
-}
-
-/**
- * `finalizeOperation` (SPEC §3.4): commits the operation and arms the watch of
- * its owner, connector, model and account with `sourceID`, in one
- * transaction; a stale lease or version changes nothing and returns false.
- */
-export async function finalizeOperation(operation: ConnectorOperation | null, input: FinalizeArgs, ctx: GraphQLContext) {
-  if (operation === null) throw new NotFoundError('operation');
-  const result = await finalizeOperationAndArmWatch(ctx.store, {
-    key: { callerDID: operation.callerDID, operationID: operation.operationID },
-    version: input.version,
-    leaseToken: input.leaseToken,
-    documentID: input.documentID,
-    resultEntity: input.resultEntity ?? null,
-    currentWinnerDigest: input.currentWinnerDigest ?? null,
-    watchIdentity: {
-      ownerDID: operation.ownerDID,
-      connectorName: operation.connectorName,
-      model: operation.model,
-      accountKey: operation.accountKey,
-      sourceID: input.sourceID,
-    },
-  });
-  // A lost finalize wrote nothing and announces nothing.
-  if (result.finalized) {
-    await announce(ctx, 'operation', [operation.nodeKey]);
-    await announce(ctx, 'watch', [result.watch?.nodeKey]);
-  }
-  return result;
+/** Visible connector state of one document: its type is just the id; every field loads. */
+export function documentState(documentID: string): { documentID: string } {
+  return { documentID };
 }

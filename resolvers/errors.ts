@@ -1,4 +1,16 @@
-/** Expected failures that belong to the API rather than the store. */
+/**
+ * Every expected failure the API returns: the store's typed errors, and the
+ * ones that belong to the API itself. The schema maps these to GraphQL types.
+ */
+export {
+  IdempotencyConflictError,
+  InvalidInputError,
+  InvalidStateError,
+  NotFoundError,
+  StaleLeaseError,
+  StaleVersionError,
+  SyncProgressConflictError,
+} from '../src/store/errors.js';
 
 /** A non-service viewer tried to act as another DID. */
 export class ForbiddenError extends Error {

@@ -1,15 +1,26 @@
 /**
  * Thin resolvers of the operation API: check who may act, call the store,
- * shape the payload. No SQL here.
+ * shape the payload, announce what committed. No SQL here.
  */
-import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
+import { InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
+import { finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
-import type { ConnectorOperation, ConnectorOperationState } from '../src/store/operations/index.js';
-import { resumeOfflineWatches } from '../src/store/projection-watches/index.js';
-import type { GraphQLContext } from '../schema/context.js';
-import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
+import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
+import type { GraphQLContext } from './context.js';
+import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
-import { actingOwner, canSeeOperation, viewerDID, visibilityScope } from './viewer.js';
+import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
+
+export {
+  OPERATION_OPS,
+  OPERATION_OUTCOME_KINDS,
+  OPERATION_STATES,
+  type ClaimOperationResult,
+  type ConnectorOperation,
+  type OperationLease,
+} from '../src/store/operations/index.js';
+
 
 /** Batch loader of the `ConnectorOperation` node: invisible rows come back as null, like missing ones. */
 export async function loadOperationsByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(ConnectorOperation | null)[]> {
@@ -82,25 +93,146 @@ export async function claimOperation(input: ClaimOperationArgs, ctx: GraphQLCont
   return result;
 }
 
-/** A fenced write's input: the operation node, the lease epoch and the holder's token. */
+/** What every fenced write carries besides its own fields: the lease epoch and the holder's token. */
 export interface FenceArgs {
-  operation: ConnectorOperation | null;
   version: number;
   leaseToken: string;
 }
 
+/** What a fenced write returns: the operation after it, and the lease when it granted one. */
+export interface OperationPayload {
+  operation: ConnectorOperation;
+  lease?: OperationLease | null;
+}
+
 /** Turns a loaded (visible) operation and the holder's credentials into a store fence. */
-export function fenceOf({ operation, version, leaseToken }: FenceArgs): operations.OperationFence {
+function fenceOf(operation: ConnectorOperation | null, { version, leaseToken }: FenceArgs): operations.OperationFence {
   if (operation === null) throw new NotFoundError('operation');
   return { key: { callerDID: operation.callerDID, operationID: operation.operationID }, version, leaseToken };
 }
 
+/** Runs one fenced store write on a visible operation and announces the change once it committed. */
+async function fencedWrite(
+  operation: ConnectorOperation | null,
+  input: FenceArgs,
+  ctx: GraphQLContext,
+  write: (fence: operations.OperationFence) => Promise<OperationPayload>,
+): Promise<OperationPayload> {
+  const result = await write(fenceOf(operation, input));
+  await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return result;
+}
+
 /** `acquireOperationLease`: take an absent or expired lease of a visible live operation. */
-export async function acquireOperationLease(operation: ConnectorOperation | null, leaseMs: number, ctx: GraphQLContext) {
+export async function acquireOperationLease(operation: ConnectorOperation | null, leaseMs: number, ctx: GraphQLContext): Promise<OperationPayload> {
   if (operation === null) throw new NotFoundError('operation');
   const result = await operations.acquireOperationLease(ctx.store, { key: { callerDID: operation.callerDID, operationID: operation.operationID }, leaseMs });
-  if (result.acquired) await announce(ctx, 'operation', [result.operation.nodeKey]);
-  return result;
+  if (!result.acquired) throw new InvalidStateError('a live lease is held, or the operation is finished');
+  await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return { operation: result.operation, lease: result.lease };
+}
+
+/** `renewOperationLease`: extend the holder's live lease. */
+export function renewOperationLease(operation: ConnectorOperation | null, input: FenceArgs & { leaseMs: number }, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, (fence) => operations.renewOperationLease(ctx.store, { ...fence, leaseMs: input.leaseMs }));
+}
+
+/** `releaseOperationLease`: give the lease up. */
+export function releaseOperationLease(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, async (fence) => ({ operation: await operations.releaseOperationLease(ctx.store, fence) }));
+}
+
+/** `startOperationAttempt`: the next attempt (attempts + 1, send marker cleared). */
+export function startOperationAttempt(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, async (fence) => ({ operation: await operations.startOperationAttempt(ctx.store, fence) }));
+}
+
+/** `markOperationSent`: the holder is about to send the provider request. */
+export function markOperationSent(operation: ConnectorOperation | null, input: FenceArgs & { sendMarker: string }, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, async (fence) => ({
+    operation: await operations.markOperationSent(ctx.store, { ...fence, sendMarker: input.sendMarker }),
+  }));
+}
+
+/** Input of `recordOperationAttempt`. */
+export interface RecordOperationAttemptArgs extends FenceArgs {
+  kind: operations.OperationOutcomeKind;
+  lastHTTPStatus?: number | null;
+  providerEtag?: string | null;
+  retryAfterMs?: number | null;
+}
+
+/** `recordOperationAttempt`: how the attempt ended; reschedules, reconciles, defers or gives up. */
+export function recordOperationAttempt(operation: ConnectorOperation | null, input: RecordOperationAttemptArgs, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, async (fence) => ({
+    operation: await operations.recordOperationOutcome(ctx.store, {
+      ...fence,
+      kind: input.kind,
+      ...(input.lastHTTPStatus != null && { lastHTTPStatus: input.lastHTTPStatus }),
+      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
+      ...(input.retryAfterMs != null && { retryAfterMs: input.retryAfterMs }),
+    }),
+  }));
+}
+
+/** `recordReconcileResult`: whether a reconcile-only write landed at the provider. */
+export function recordReconcileResult(operation: ConnectorOperation | null, input: FenceArgs & { landed: boolean; providerEtag?: string | null }, ctx: GraphQLContext) {
+  return fencedWrite(operation, input, ctx, async (fence) => ({
+    operation: await operations.recordReconcileResult(ctx.store, {
+      ...fence,
+      landed: input.landed,
+      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
+    }),
+  }));
+}
+
+/** Input of `finalizeOperation`. */
+export interface FinalizeArgs extends FenceArgs {
+  documentID: string;
+  sourceID: string;
+  resultEntity?: unknown;
+  currentWinnerDigest?: string | null;
+}
+
+/**
+ * `finalizeOperation` (SPEC §3.4): commits the operation and arms the watch of
+ * its owner, connector, model and account with `sourceID`, in one
+ * transaction; a stale lease or version changes nothing and returns false.
+ * The armed watch is the owner's: a caller who is not the owner gets null.
+ */
+export async function finalizeOperation(
+  operation: ConnectorOperation | null,
+  input: FinalizeArgs,
+  ctx: GraphQLContext,
+): Promise<{ finalized: boolean; operationNodeKey: string; watch: ProjectionWatch | null }> {
+  if (operation === null) throw new NotFoundError('operation');
+  const result = await finalizeOperationAndArmWatch(ctx.store, {
+    key: { callerDID: operation.callerDID, operationID: operation.operationID },
+    version: input.version,
+    leaseToken: input.leaseToken,
+    documentID: input.documentID,
+    resultEntity: input.resultEntity ?? null,
+    currentWinnerDigest: input.currentWinnerDigest ?? null,
+    watchIdentity: {
+      ownerDID: operation.ownerDID,
+      connectorName: operation.connectorName,
+      model: operation.model,
+      accountKey: operation.accountKey,
+      sourceID: input.sourceID,
+    },
+  });
+  // A lost finalize wrote nothing and announces nothing.
+  if (result.finalized) {
+    await announce(ctx, 'operation', [operation.nodeKey]);
+    await announce(ctx, 'watch', [result.watch?.nodeKey]);
+  }
+  const watch = result.watch != null && canSeeOwned(ctx.viewer, result.watch) ? result.watch : null;
+  return { finalized: result.finalized, operationNodeKey: operation.nodeKey, watch };
+}
+
+/** `dueOperations` (service principals): live operations due now with no live lease, oldest first. */
+export function listDueOperations(first: number, ctx: GraphQLContext): Promise<ConnectorOperation[]> {
+  return operations.listDueOperations(ctx.store, { limit: first });
 }
 
 /** `resumeDeferred`: a service resumes any owner's work; a user only their own. */

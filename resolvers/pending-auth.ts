@@ -5,8 +5,10 @@
  */
 import { createPendingAuth, consumePendingAuth, type PendingAuthRecord, type PendingAuthSummary } from '../src/store/pending-auth/index.js';
 import { InvalidInputError } from '../src/store/errors.js';
-import type { GraphQLContext } from '../schema/context.js';
+import type { GraphQLContext } from './context.js';
 import { actingOwner } from './viewer.js';
+
+export type { PendingAuthRecord, PendingAuthSummary } from '../src/store/pending-auth/index.js';
 
 /** Longest a pending authorization may live: an OAuth redirect round trip, not a standing credential. */
 export const MAX_PENDING_AUTH_LIFETIME_MS = 60 * 60 * 1000;

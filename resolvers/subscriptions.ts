@@ -8,9 +8,13 @@
 import { contextCacheSymbol } from '@pothos/core';
 import { GraphQLError } from 'graphql';
 import { Repeater } from 'graphql-yoga';
-import type { ChangeEvent, ChangeKind } from '../src/server/change-feed.js';
-import type { GraphQLContext } from '../schema/context.js';
-import { viewerDID } from './viewer.js';
+import type DataLoader from 'dataloader';
+import { getOperationsByNodeKeys, type ConnectorOperation } from '../src/store/operations/index.js';
+import { getWatchesByNodeKeys, type ProjectionWatch } from '../src/store/projection-watches/index.js';
+import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
+import type { OperationFilterArgs } from './operations.js';
+import { canSeeOperation, canSeeOwned, viewerDID } from './viewer.js';
+import type { WatchFilterArgs } from './watches.js';
 
 /**
  * Events a subscriber may have waiting. Past it, waiting events of the same
@@ -154,38 +158,66 @@ export function snapshotOf<R>(event: ChangeEvent, read: () => Promise<R>): Promi
   return pending;
 }
 
-/** A per-process cap on open subscriptions per viewer. */
-export function createSubscriptionLimiter(maxPerViewer: number) {
-  const open = new Map<string, number>();
-  const streams = new Set<() => void>();
-  return {
-    /** Remembers how to end a stream; returns the function that forgets it. */
-    register(end: () => void): () => void {
-      streams.add(end);
-      return () => streams.delete(end);
-    },
-    /** Ends every open stream (server shutdown). */
-    closeAll(): void {
-      for (const end of [...streams]) end();
-    },
-    open(viewer: string): () => void {
-      const count = open.get(viewer) ?? 0;
-      if (count >= maxPerViewer) {
-        throw new GraphQLError(`too many open subscriptions (at most ${maxPerViewer} per viewer)`, {
-          extensions: { code: 'TOO_MANY_SUBSCRIPTIONS' },
-        });
-      }
-      open.set(viewer, count + 1);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        const left = (open.get(viewer) ?? 1) - 1;
-        if (left <= 0) open.delete(viewer);
-        else open.set(viewer, left);
-      };
-    },
-    /** Open subscriptions of one viewer (for tests and metrics). */
-    count: (viewer: string) => open.get(viewer) ?? 0,
+/**
+ * The node loader of one type, fetched anew for each event: the stream resets
+ * the context's loader cache per event, so a loader taken once would be stale.
+ */
+export type NodeLoaderOf<T> = () => DataLoader<string, T | null>;
+
+function operationMatches(filter: OperationFilterArgs | null | undefined) {
+  return (op: ConnectorOperation) =>
+    (filter?.states == null || filter.states.includes(op.state)) &&
+    (filter?.connectorName == null || filter.connectorName === op.connectorName) &&
+    (filter?.ownerDID == null || filter.ownerDID === op.ownerDID) &&
+    (filter?.documentID == null || filter.documentID === op.documentID);
+}
+
+function watchMatches(filter: WatchFilterArgs | null | undefined) {
+  return (watch: ProjectionWatch) =>
+    (filter?.statuses == null || filter.statuses.includes(watch.verificationStatus)) &&
+    (filter?.connectorName == null || filter.connectorName === watch.connectorName) &&
+    (filter?.ownerDID == null || filter.ownerDID === watch.ownerDID) &&
+    (filter?.documentID == null || filter.documentID === watch.documentID);
+}
+
+/**
+ * A changed operation as this subscriber may see it: the event's shared
+ * snapshot, judged by the same access rule as the node loader, primed into
+ * the subscriber's own (fresh) loader so nested fields resolve as in queries.
+ */
+function changedOperation(loader: NodeLoaderOf<ConnectorOperation>) {
+  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<ConnectorOperation | null> => {
+    const row = await snapshotOf(event, async () => (await getOperationsByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
+    if (row === null || !canSeeOperation(ctx.viewer, row)) return null;
+    return loader().prime(event.nodeKey, row).load(event.nodeKey);
   };
+}
+
+/** A changed watch as this subscriber may see it (see {@link changedOperation}). */
+function changedWatch(loader: NodeLoaderOf<ProjectionWatch>) {
+  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<ProjectionWatch | null> => {
+    const row = await snapshotOf(event, async () => (await getWatchesByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
+    if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
+    return loader().prime(event.nodeKey, row).load(event.nodeKey);
+  };
+}
+
+/** `operationChanged`: every committed change of one visible operation. */
+export function operationChanged(nodeKey: string, ctx: GraphQLContext, loader: NodeLoaderOf<ConnectorOperation>) {
+  return changeStream(ctx, { kind: 'operation', nodeKey, load: changedOperation(loader) });
+}
+
+/** `operationsChanged`: every committed change of a visible operation matching the filter. */
+export function operationsChanged(filter: OperationFilterArgs | null | undefined, ctx: GraphQLContext, loader: NodeLoaderOf<ConnectorOperation>) {
+  return changeStream(ctx, { kind: 'operation', load: changedOperation(loader), accept: operationMatches(filter) });
+}
+
+/** `watchChanged`: every committed change of one visible watch. */
+export function watchChanged(nodeKey: string, ctx: GraphQLContext, loader: NodeLoaderOf<ProjectionWatch>) {
+  return changeStream(ctx, { kind: 'watch', nodeKey, load: changedWatch(loader) });
+}
+
+/** `watchesChanged`: every committed change of a visible watch matching the filter. */
+export function watchesChanged(filter: WatchFilterArgs | null | undefined, ctx: GraphQLContext, loader: NodeLoaderOf<ProjectionWatch>) {
+  return changeStream(ctx, { kind: 'watch', load: changedWatch(loader), accept: watchMatches(filter) });
 }

@@ -2,10 +2,12 @@
 import { NotFoundError } from '../src/store/errors.js';
 import * as syncStates from '../src/store/sync-state/index.js';
 import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
-import type { GraphQLContext } from '../schema/context.js';
-import { forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import type { GraphQLContext } from './context.js';
+import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
+
+export type { SyncState } from '../src/store/sync-state/index.js';
 
 /** Batch loader of the `SyncState` node: invisible rows load as null, like missing ones. */
 export async function loadSyncStatesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(SyncState | null)[]> {

@@ -2,6 +2,9 @@
 import type { Viewer } from '../src/auth/index.js';
 import { ForbiddenError } from './errors.js';
 
+/** Whether a value is a syntactically valid DID (the `DID` scalar's input rule). */
+export { isDID } from '../src/auth/index.js';
+
 /** A viewer past the `authenticated` scope. */
 export type KnownViewer = Exclude<Viewer, { kind: 'anonymous' }>;
 

@@ -2,10 +2,12 @@
 import * as watches from '../src/store/projection-watches/index.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
-import type { GraphQLContext } from '../schema/context.js';
-import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from '../schema/pagination.js';
+import type { GraphQLContext } from './context.js';
+import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { canSeeOwned, visibilityScope } from './viewer.js';
+
+export { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 
 /** Batch loader of the `ProjectionWatch` node: invisible rows load as null, like missing ones. */
 export async function loadWatchesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(ProjectionWatch | null)[]> {
@@ -48,6 +50,11 @@ export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterA
     ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, watches.watchCursor),
     totalCount: () => watches.countWatches(ctx.store, scope),
   };
+}
+
+/** `dueWatches` (service principals): watches pending verification, due now and unclaimed, oldest first. */
+export function listDueWatches(first: number, ctx: GraphQLContext): Promise<ProjectionWatch[]> {
+  return watches.listDueWatches(ctx.store, { limit: first });
 }
 
 /** `requestRepull`: re-arm a visible watch (a new generation), due at `dueAt` or now. */

@@ -12,7 +12,7 @@ import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
-import type { GraphQLContext } from './context.js';
+import type { GraphQLContext } from '../resolvers/context.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import { parseDID } from './scalars.js';
 

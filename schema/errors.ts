@@ -6,6 +6,7 @@
  */
 import { InputValidationError, type StandardSchemaV1 } from '@pothos/plugin-validation';
 import {
+  ForbiddenError,
   IdempotencyConflictError,
   InvalidInputError,
   InvalidStateError,
@@ -13,8 +14,7 @@ import {
   StaleLeaseError,
   StaleVersionError,
   SyncProgressConflictError,
-} from '../src/store/errors.js';
-import { ForbiddenError } from '../resolvers/errors.js';
+} from '../resolvers/errors.js';
 import { builder } from './builder.js';
 
 export const ErrorInterface = builder.interfaceRef<Error & { code?: string }>('Error').implement({

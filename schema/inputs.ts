@@ -9,3 +9,5 @@ export const textInput = z.string().min(1, 'must not be empty').max(2048, 'must 
 export const leaseMsInput = z.number().int().min(1_000, 'must be at least 1000 ms').max(3_600_000, 'must be at most 1 hour');
 /** Versions and generations: non-negative integers. */
 export const versionInput = z.number().int().min(0, 'must not be negative');
+/** Local document ids. */
+export const documentIDInput = z.string().min(1, 'must not be empty').max(512, 'must be at most 512 characters');

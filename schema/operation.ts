@@ -1,31 +1,31 @@
 /**
  * `ConnectorOperation` (SPEC §3.3) with its queries and mutations: listing,
  * lookup by idempotency key, state counts, claim, fenced lease and attempt
- * writes, reconcile, resume. The lease token and send marker have no field.
+ * writes, reconcile, finalize, resume. The lease token and send marker have
+ * no field.
  */
+import type { InputObjectRef } from '@pothos/core';
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { announce } from '../resolvers/changes.js';
+import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/operations.js';
-import { ForbiddenError } from '../resolvers/errors.js';
-import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
 import {
+  OPERATION_OPS,
   OPERATION_OUTCOME_KINDS,
   OPERATION_STATES,
   type ClaimOperationResult,
   type ConnectorOperation as ConnectorOperationShape,
+  type FenceArgs,
   type OperationLease,
-} from '../src/store/operations/index.js';
-import * as operations from '../src/store/operations/index.js';
-import { builder } from './builder.js';
-import { MAX_PAGE_SIZE } from './pagination.js';
+  type OperationPayload as OperationPayloadShape,
+} from '../resolvers/operations.js';
+import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
+import { loadWatchesByDocumentIDs, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { builder, type Types } from './builder.js';
+import { DeferReason, enumValues } from './enums.js';
 import { FENCED_WRITE_ERRORS } from './errors.js';
-import { leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
-import type { InputObjectRef } from '@pothos/core';
-import type { Types } from './builder.js';
-
-export const enumValues = <T extends string>(values: readonly T[]) =>
-  Object.fromEntries(values.map((v) => [v.toUpperCase(), { value: v }])) as Record<Uppercase<T>, { value: T }>;
+import { documentIDInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
+import { ProjectionWatch } from './watch.js';
 
 export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {
   description:
@@ -35,18 +35,13 @@ export const ConnectorOperationState = builder.enumType('ConnectorOperationState
 
 export const ConnectorOperationOp = builder.enumType('ConnectorOperationOp', {
   description: 'The provider write an operation performs.',
-  values: enumValues(operations.OPERATION_OPS),
+  values: enumValues(OPERATION_OPS),
 });
 
 export const OperationOutcomeKind = builder.enumType('OperationOutcomeKind', {
   description:
     'How an attempt ended short of success: RETRYABLE (backoff), UNKNOWN (may have reached the provider: reconcile next), FATAL (dead), OFFLINE and AUTH (deferred without spending the attempt).',
   values: enumValues(OPERATION_OUTCOME_KINDS),
-});
-
-export const DeferReason = builder.enumType('DeferReason', {
-  description: 'Why work was pushed out without spending an attempt; each lapses on its own (resumeDeferred).',
-  values: enumValues(['offline', 'auth'] as const),
 });
 
 export const ClaimOutcome = builder.enumType('ClaimOutcome', {
@@ -90,6 +85,16 @@ export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
   }),
 });
+
+builder.objectField(ConnectorOperation, 'watch', (t) =>
+  t.loadable({
+    type: ProjectionWatch,
+    nullable: true,
+    description: 'The watch of the document this operation wrote, if any and visible.',
+    load: (documentIDs: string[], ctx) => loadWatchesByDocumentIDs(documentIDs, ctx),
+    resolve: (op) => op.documentID,
+  }),
+);
 
 const OperationLeaseType = builder.objectRef<OperationLease>('OperationLease').implement({
   description: 'A lease, returned only to its holder. Send `version` and `token` with every fenced write.',
@@ -149,7 +154,7 @@ builder.queryFields((t) => ({
       'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first. Claim one with acquireOperationLease.',
     authScopes: { service: true },
     args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
-    resolve: (_root, args, ctx) => operations.listDueOperations(ctx.store, { limit: args.first ?? 20 }),
+    resolve: (_root, args, ctx) => resolve.listDueOperations(args.first ?? 20, ctx),
   }),
   operationByKey: t.field({
     type: ConnectorOperation,
@@ -191,7 +196,7 @@ const ClaimOperationPayload = builder.objectRef<ClaimOperationResult>('ClaimOper
   }),
 });
 
-const OperationPayload = builder.objectRef<{ operation: ConnectorOperationShape; lease?: OperationLease | null }>('OperationPayload').implement({
+const OperationPayload = builder.objectRef<OperationPayloadShape>('OperationPayload').implement({
   description: 'The operation after a fenced write.',
   fields: (t) => ({
     operation: t.field({ type: ConnectorOperation, resolve: (r) => r.operation }),
@@ -268,6 +273,40 @@ const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
   }),
 });
 
+const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
+  description:
+    'Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4).',
+  fields: (t) => ({
+    id: t.globalID({ for: [ConnectorOperation] }),
+    version: t.int({ validate: versionInput }),
+    leaseToken: t.string({ validate: textInput }),
+    documentID: t.string({ validate: documentIDInput, description: 'The local document the write produced or updated.' }),
+    sourceID: t.string({ validate: textInput, description: 'The provider’s id of the written document.' }),
+    resultEntity: t.field({ type: 'JSON', required: false }),
+    currentWinnerDigest: t.string({ required: false, validate: textInput.optional().nullable() }),
+  }),
+});
+
+const FinalizeOperationPayload = builder.objectRef<{ finalized: boolean; operationNodeKey: string; watch: WatchShape | null }>('FinalizeOperationPayload').implement({
+  fields: (t) => ({
+    finalized: t.exposeBoolean('finalized', {
+      description: 'False when the version or lease token was stale (or the operation already finalized): nothing was written.',
+    }),
+    operation: t.field({
+      type: ConnectorOperation,
+      nullable: true,
+      description: 'The operation as it is now.',
+      resolve: (r, _args, ctx) => ConnectorOperation.getDataloader(ctx).clear(r.operationNodeKey).load(r.operationNodeKey),
+    }),
+    watch: t.field({
+      type: ProjectionWatch,
+      nullable: true,
+      description: 'The watch armed by this finalize; null when the viewer is not its owner (or a service).',
+      resolve: (r) => r.watch,
+    }),
+  }),
+});
+
 const mutation = { authScopes: { authenticated: true } } as const;
 const directResult = (name: string, types: unknown[]) => ({ types: types as never[], directResult: true, union: { name } });
 
@@ -286,40 +325,28 @@ builder.mutationFields((t) => ({
     type: OperationPayload,
     args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true }) },
     errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
-    resolve: async (_root, { input }, ctx) => {
-      const operation = await ConnectorOperation.getDataloader(ctx).load(input.id.id);
-      const result = await resolve.acquireOperationLease(operation, input.leaseMs, ctx);
-      if (!result.acquired) throw new InvalidStateError('a live lease is held, or the operation is finished');
-      return { operation: result.operation, lease: result.lease };
-    },
+    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input.leaseMs, ctx),
   }),
-  renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', async (fence, input, ctx) =>
-    operations.renewOperationLease(ctx.store, { ...fence, leaseMs: input.leaseMs })),
-  releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', async (fence, _input, ctx) => ({
-    operation: await operations.releaseOperationLease(ctx.store, fence),
-  })),
-  startOperationAttempt: fenced(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', async (fence, _input, ctx) => ({
-    operation: await operations.startOperationAttempt(ctx.store, fence),
-  })),
-  markOperationSent: fenced(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', async (fence, input, ctx) => ({
-    operation: await operations.markOperationSent(ctx.store, { ...fence, sendMarker: input.sendMarker }),
-  })),
-  recordOperationAttempt: fenced(t, 'recordOperationAttempt', RecordOperationAttemptInput, 'Record how the attempt ended: backoff, reconcile-only, dead or deferred.', async (fence, input, ctx) => ({
-    operation: await operations.recordOperationOutcome(ctx.store, {
-      ...fence,
-      kind: input.kind,
-      ...(input.lastHTTPStatus != null && { lastHTTPStatus: input.lastHTTPStatus }),
-      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
-      ...(input.retryAfterMs != null && { retryAfterMs: input.retryAfterMs }),
-    }),
-  })),
-  recordReconcileResult: fenced(t, 'recordReconcileResult', RecordReconcileResultInput, 'Record whether a reconcile-only write landed.', async (fence, input, ctx) => ({
-    operation: await operations.recordReconcileResult(ctx.store, {
-      ...fence,
-      landed: input.landed,
-      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
-    }),
-  })),
+  renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
+  releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),
+  startOperationAttempt: fenced(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', resolve.startOperationAttempt),
+  markOperationSent: fenced(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', resolve.markOperationSent),
+  recordOperationAttempt: fenced(
+    t,
+    'recordOperationAttempt',
+    RecordOperationAttemptInput,
+    'Record how the attempt ended: backoff, reconcile-only, dead or deferred.',
+    resolve.recordOperationAttempt,
+  ),
+  recordReconcileResult: fenced(t, 'recordReconcileResult', RecordReconcileResultInput, 'Record whether a reconcile-only write landed.', resolve.recordReconcileResult),
+  finalizeOperation: t.field({
+    ...mutation,
+    description: 'Commit an operation you hold the lease of and arm its document’s watch, atomically.',
+    type: FinalizeOperationPayload,
+    args: { input: t.arg({ type: FinalizeOperationInput, required: true }) },
+    errors: directResult('FinalizeOperationResult', [InputValidationError, NotFoundError]),
+    resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input, ctx),
+  }),
   resumeDeferred: t.field({
     ...mutation,
     description: 'Make deferred work due now: OFFLINE (device reconnected) or AUTH (owner authorized a connector).',
@@ -330,13 +357,13 @@ builder.mutationFields((t) => ({
   }),
 }));
 
-/** A fenced write mutation: load the (visible) operation, then the store write guarded by version + token. */
-function fenced<I extends { id: { id: string }; version: number; leaseToken: string }>(
+/** A fenced write mutation: load the (visible) operation, then the resolver's write guarded by version + token. */
+function fenced<I extends FenceArgs & { id: { id: string } }>(
   t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
   name: string,
   inputType: InputObjectRef<Types, I>,
   description: string,
-  write: (fence: operations.OperationFence, input: I, ctx: Types['Context']) => Promise<{ operation: ConnectorOperationShape; lease?: OperationLease | null }>,
+  write: (operation: ConnectorOperationShape | null, input: I, ctx: Types['Context']) => Promise<OperationPayloadShape>,
 ) {
   return t.field({
     ...mutation,
@@ -347,11 +374,7 @@ function fenced<I extends { id: { id: string }; version: number; leaseToken: str
     resolve: async (_root, args, ctx) => {
       // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
       const { input } = args as { input: I };
-      const operation = await ConnectorOperation.getDataloader(ctx).load(input.id.id);
-      const result = await write(resolve.fenceOf({ operation, version: input.version, leaseToken: input.leaseToken }), input, ctx);
-      await announce(ctx, 'operation', [result.operation.nodeKey]);
-      return result;
+      return write(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input, ctx);
     },
   });
 }
-

@@ -6,10 +6,9 @@
  */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { ForbiddenError } from '../resolvers/errors.js';
+import { ForbiddenError, InvalidInputError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/pending-auth.js';
-import { InvalidInputError } from '../src/store/errors.js';
-import type { PendingAuthRecord, PendingAuthSummary } from '../src/store/pending-auth/index.js';
+import type { PendingAuthRecord, PendingAuthSummary } from '../resolvers/pending-auth.js';
 import { builder } from './builder.js';
 import { nameInput, textInput } from './inputs.js';
 

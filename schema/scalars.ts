@@ -4,7 +4,7 @@
  * `JSON` come from graphql-scalars (see builder.ts).
  */
 import { GraphQLError } from 'graphql';
-import { isDID } from '../src/auth/index.js';
+import { isDID } from '../resolvers/viewer.js';
 
 /** Parses and validates a DID from client input. */
 export function parseDID(value: unknown): string {

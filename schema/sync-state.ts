@@ -1,10 +1,9 @@
 /** `SyncState` (SPEC §3.1) with `syncStates` and the single-shot `updateSyncProgress`. Visible to its owner and services. */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
+import { ForbiddenError, NotFoundError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/sync-states.js';
-import { ForbiddenError } from '../resolvers/errors.js';
-import { NotFoundError } from '../src/store/errors.js';
-import type { SyncState as SyncStateShape } from '../src/store/sync-state/index.js';
+import type { SyncState as SyncStateShape } from '../resolvers/sync-states.js';
 import { builder } from './builder.js';
 import { nameInput, textInput, versionInput } from './inputs.js';
 

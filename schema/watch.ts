@@ -5,13 +5,13 @@
  */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
+import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
+import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/watches.js';
-import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../src/store/errors.js';
-import { listDueWatches, PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../src/store/projection-watches/index.js';
+import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { builder } from './builder.js';
-import { MAX_PAGE_SIZE } from './pagination.js';
+import { DeferReason, enumValues } from './enums.js';
 import { textInput, versionInput } from './inputs.js';
-import { ConnectorOperation, DeferReason, enumValues } from './operation.js';
 
 export const VerificationStatus = builder.enumType('VerificationStatus', {
   description: 'PENDING_VERIFICATION: a verification round is open. VERIFIED: the provider matches the local state. FAILED: gave up after the maximum mismatches.',
@@ -45,16 +45,6 @@ export const ProjectionWatch = builder.loadableNode('ProjectionWatch', {
   }),
 });
 
-builder.objectField(ConnectorOperation, 'watch', (t) =>
-  t.loadable({
-    type: ProjectionWatch,
-    nullable: true,
-    description: 'The watch of the document this operation wrote, if any and visible.',
-    load: (documentIDs: string[], ctx) => resolve.loadWatchesByDocumentIDs(documentIDs, ctx),
-    resolve: (op) => op.documentID,
-  }),
-);
-
 export const WatchFilter = builder.inputType('WatchFilter', {
   description: 'Narrows `watches`; fields combine with AND.',
   fields: (t) => ({
@@ -87,7 +77,7 @@ builder.queryField('dueWatches', (t) =>
       'Work for verifiers (service principals only): watches pending verification, due now, not claimed, oldest first. Claim one with claimWatchAttempt.',
     authScopes: { service: true },
     args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
-    resolve: (_root, args, ctx) => listDueWatches(ctx.store, { limit: args.first ?? 20 }),
+    resolve: (_root, args, ctx) => resolve.listDueWatches(args.first ?? 20, ctx),
   }),
 );
 

@@ -26,5 +26,6 @@ export {
   type ResolveViewerOptions,
   type Viewer,
 } from './viewer.js';
+export { connectionParamsHeaders } from './connection-params.js';
 export { generateLocalKey, loadOrCreateLocalKey, localKeyFromJWK, type LocalKey } from './local-key.js';
 export { mintToken, type MintTokenOptions } from './mint-token.js';

@@ -8,20 +8,18 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
-import { initContextCache } from '@pothos/core';
 import { GraphQLError } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { sql } from 'kysely';
-import { AuthenticationError, bearerChallenge, resolveViewer } from '../auth/index.js';
+import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveViewer } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
-import { createSubscriptionLimiter } from '../../resolvers/subscriptions.js';
-import { createInProcessChangeFeed, type ChangeFeed } from './change-feed.js';
+import { createGraphQLContext, type ChangeFeed, type GraphQLContext } from '../../resolvers/context.js';
 import { schema } from '../../schema/index.js';
-import type { GraphQLContext } from '../../schema/context.js';
+import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
-import { connectionParamsHeaders } from './websocket.js';
+import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
 export interface ServerAppOptions {
@@ -137,7 +135,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
         throw error;
       }
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
-      return { store, changes, subscriptions, requestID, viewer, log, ...initContextCache() };
+      return createGraphQLContext({ store, changes, subscriptions, requestID, viewer, log });
     },
     plugins,
   });

@@ -7,35 +7,7 @@
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
-
-/** Which kind of node changed. */
-export type ChangeKind = 'operation' | 'watch' | 'syncState';
-
-/** One committed change: the node's kind and its node key (never a secret or a primary key). */
-export interface ChangeEvent {
-  kind: ChangeKind;
-  nodeKey: string;
-}
-
-/** Receives every change the feed delivers, in the order published per node. */
-export type ChangeListener = (event: ChangeEvent) => void;
-
-/** Where the feed stands; `/readyz` reports it. */
-export type ChangeFeedStatus = 'connected' | 'reconnecting' | 'closed';
-
-/** Publishes committed changes and delivers them to this process's listeners. */
-export interface ChangeFeed {
-  /**
-   * Announces changes. Call only after the writing transaction committed
-   * (resolvers call it after the store call returned): a rolled-back or
-   * refused write never reaches here.
-   */
-  publish(events: readonly ChangeEvent[]): Promise<void>;
-  /** Adds a listener; returns the function that removes it. */
-  listen(listener: ChangeListener): () => void;
-  status(): ChangeFeedStatus;
-  close(): Promise<void>;
-}
+import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener } from '../../resolvers/context.js';
 
 /** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
 export function createInProcessChangeFeed(): ChangeFeed {

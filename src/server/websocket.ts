@@ -10,7 +10,6 @@ import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs } 
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
-import { INSECURE_VIEWER_DID_HEADER } from '../auth/index.js';
 import type { ServerApp } from './app.js';
 import type { Logger } from './logger.js';
 
@@ -27,20 +26,6 @@ export interface GraphQLWebSocketOptions {
 export interface GraphQLWebSocket {
   /** Closes every client (1001 Going Away, so clients reconnect elsewhere) and stops accepting upgrades. */
   close(): Promise<void>;
-}
-
-/**
- * The request headers a WebSocket connection stands for: `authorization`
- * (also spelled `Authorization`) and, for insecure development mode, the
- * viewer DID header, taken from the client's `connectionParams`.
- */
-export function connectionParamsHeaders(params: Readonly<Record<string, unknown>> | undefined): Headers {
-  const headers = new Headers();
-  const authorization = params?.authorization ?? params?.Authorization;
-  if (typeof authorization === 'string') headers.set('authorization', authorization);
-  const viewerDID = params?.[INSECURE_VIEWER_DID_HEADER];
-  if (typeof viewerDID === 'string') headers.set(INSECURE_VIEWER_DID_HEADER, viewerDID);
-  return headers;
 }
 
 /** The yoga functions one operation runs with; carried to `execute`/`subscribe` as its root value. */

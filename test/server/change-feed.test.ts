@@ -1,6 +1,7 @@
 import { expect, it, describe } from 'vitest';
 import { createServerApp } from '../../src/server/app.js';
-import { createInProcessChangeFeed, decodePayload, encodePayload, type ChangeFeed } from '../../src/server/change-feed.js';
+import type { ChangeFeed } from '../../resolvers/context.js';
+import { createInProcessChangeFeed, decodePayload, encodePayload } from '../../src/server/change-feed.js';
 import { loadConfig } from '../../src/server/config.js';
 import { createLogger } from '../../src/server/logger.js';
 import { describeEachDialect } from '../helpers/databases.js';

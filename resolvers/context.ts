@@ -1,0 +1,66 @@
+/**
+ * What every resolver receives, built fresh for each request, and the ports
+ * the server plugs in: the change feed (mutations publish, subscriptions
+ * listen) and the per-process subscription limiter. Implementations live in
+ * `src/server/`; this file is the only one of `resolvers/` the server imports.
+ */
+import { initContextCache } from '@pothos/core';
+import type { Logger } from 'pino';
+import type { Viewer } from '../src/auth/index.js';
+import type { StoreContext } from '../src/store/context.js';
+
+/** Which kind of node changed. */
+export type ChangeKind = 'operation' | 'watch' | 'syncState';
+
+/** One committed change: the node's kind and its node key (never a secret or a primary key). */
+export interface ChangeEvent {
+  kind: ChangeKind;
+  nodeKey: string;
+}
+
+/** Receives every change the feed delivers, in the order published per node. */
+export type ChangeListener = (event: ChangeEvent) => void;
+
+/** Where the feed stands; `/readyz` reports it. */
+export type ChangeFeedStatus = 'connected' | 'reconnecting' | 'closed';
+
+/** Publishes committed changes and delivers them to this process's listeners. */
+export interface ChangeFeed {
+  /**
+   * Announces changes. Call only after the writing transaction committed
+   * (resolvers call it after the store call returned): a rolled-back or
+   * refused write never reaches here.
+   */
+  publish(events: readonly ChangeEvent[]): Promise<void>;
+  /** Adds a listener; returns the function that removes it. */
+  listen(listener: ChangeListener): () => void;
+  status(): ChangeFeedStatus;
+  close(): Promise<void>;
+}
+
+/** Per-process guard on open subscriptions (a resource limit, not a data invariant). */
+export interface SubscriptionLimiter {
+  /** Opens one for `viewerDID`; throws when the viewer is at the cap. Returns its release. */
+  open(viewerDID: string): () => void;
+  /** Remembers how to end an open stream; returns the function that forgets it. */
+  register(end: () => void): () => void;
+}
+
+export interface GraphQLContext {
+  /** Who is asking: anonymous, a user DID, or a configured service principal. */
+  viewer: Viewer;
+  /** The store over this server's database. */
+  store: StoreContext;
+  /** Committed changes: mutations publish to it, subscriptions listen to it. */
+  changes: ChangeFeed;
+  subscriptions: SubscriptionLimiter;
+  /** Correlates log lines of one request; also sent back as `x-request-id`. */
+  requestID: string;
+  /** The request's logger (carries the request id). */
+  log: Logger;
+}
+
+/** Builds one request's context, with a fresh per-request loader cache. */
+export function createGraphQLContext(parts: GraphQLContext): GraphQLContext {
+  return { ...parts, ...initContextCache() };
+}
