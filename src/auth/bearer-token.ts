@@ -28,6 +28,8 @@ export interface VerifiedBearerToken {
 
 /** Default for {@link VerifyBearerTokenOptions.maxLifetimeSeconds}. */
 export const DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 3_600;
+/** The audience (`aud`) tokens are minted for and checked against when `AUTH_AUDIENCE` is unset. */
+export const DEFAULT_AUDIENCE = 'connector-store';
 /** Default for {@link VerifyBearerTokenOptions.clockToleranceSeconds}. */
 export const DEFAULT_CLOCK_TOLERANCE_SECONDS = 30;
 

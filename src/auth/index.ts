@@ -9,6 +9,7 @@ export {
 export { decodeDIDKey, didKeyVerificationMethodID, encodeDIDKey, parseDIDKey } from './did-key.js';
 export { isDID } from './did.js';
 export {
+  DEFAULT_AUDIENCE,
   DEFAULT_CLOCK_TOLERANCE_SECONDS,
   DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
   parseAuthorizationHeader,
@@ -27,5 +28,5 @@ export {
   type Viewer,
 } from './viewer.js';
 export { connectionParamsHeaders } from './connection-params.js';
-export { generateLocalKey, loadOrCreateLocalKey, localKeyFromJWK, type LocalKey } from './local-key.js';
+export { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, localKeyFromJWK, type LocalKey } from './local-key.js';
 export { mintToken, type MintTokenOptions } from './mint-token.js';

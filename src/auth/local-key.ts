@@ -8,6 +8,9 @@ import { dirname, join } from 'node:path';
 import { encodeDIDKey } from './did-key.js';
 
 /** An Ed25519 private key with its did:key. */
+/** Where the development key lives, relative to the working directory. */
+export const LOCAL_KEY_PATH = 'data/local-key.json';
+
 export interface LocalKey {
   /** The did:key of the public half. */
   did: string;

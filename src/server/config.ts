@@ -3,7 +3,7 @@
  * Every problem is reported at once, one line each, naming the variable.
  */
 import { z } from 'zod';
-import { isDID } from '../auth/index.js';
+import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
 import { parseDatabaseURL, type DatabaseTarget } from '../db/connect.js';
 
 
@@ -19,7 +19,7 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  AUTH_AUDIENCE: z.string().min(1).default('connector-store'),
+  AUTH_AUDIENCE: z.string().min(1).default(DEFAULT_AUDIENCE),
   SERVICE_DIDS: z
     .string()
     .default('')

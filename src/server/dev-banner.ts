@@ -10,8 +10,7 @@
  * DID the owner), so the printed token works without service rights.
  */
 import { resolve } from 'node:path';
-import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, loadOrCreateLocalKey, mintToken } from '../auth/index.js';
-import { LOCAL_KEY_PATH } from '../auth/token-command.js';
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken } from '../auth/index.js';
 import type { ServerConfig } from './config.js';
 
 /** What the banner needs. */

@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { createServerApp } from './app.js';
 import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
-import { assertDemoAllowed, seedLocalDemo } from './demo-command.js';
+import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';

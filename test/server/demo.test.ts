@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/tables.js';
 import { loadConfig } from '../../src/server/config.js';
-import { runDemoCommand, seedLocalDemo } from '../../src/server/demo-command.js';
-import { DEMO_NEIGHBOUR_DID, DEMO_WORKER_DID, demoDID, seedDemoData } from '../../src/server/demo.js';
+import { demoCommand } from '../../src/cli/demo.js';
+import { DEMO_NEIGHBOUR_DID, DEMO_WORKER_DID, demoDID, seedDemoData, seedLocalDemo } from '../../src/demo/seed.js';
 import { browsableBaseURL, developmentBanner, shouldPrintDevelopmentBanner } from '../../src/server/dev-banner.js';
 import { describeGraphQL, TEST_AUDIENCE } from '../helpers/graphql.js';
 import { countRows } from '../helpers/row-fixtures.js';
@@ -167,19 +167,19 @@ describe('demo command', () => {
   it('fills an SQLite file for the local key, and a second run adds nothing', async () => {
     const env = { DATABASE_URL: `sqlite:${join(cwd, 'store.sqlite')}` };
     const first = io(env);
-    expect(await runDemoCommand(first.io)).toBe(0);
+    expect(await demoCommand.run(first.io)).toBe(0);
     expect(first.out.join('')).toMatch(/items written, 0 already there/);
     const second = io(env);
-    expect(await runDemoCommand(second.io)).toBe(0);
+    expect(await demoCommand.run(second.io)).toBe(0);
     expect(second.out.join('')).toMatch(/: 0 items written, \d+ already there/);
   });
 
   it('refuses production, and unknown arguments', async () => {
     const prod = io({ NODE_ENV: 'production', DATABASE_URL: `sqlite:${join(cwd, 'p.sqlite')}` });
-    expect(await runDemoCommand(prod.io)).toBe(1);
+    expect(await demoCommand.run(prod.io)).toBe(1);
     expect(prod.err.join('')).toMatch(/refused with NODE_ENV=production/);
     const bad = io({}, ['--nope']);
-    expect(await runDemoCommand(bad.io)).toBe(2);
+    expect(await demoCommand.run(bad.io)).toBe(2);
   });
 
   it('demo DIDs are fixed did:keys', () => {

@@ -29,7 +29,7 @@ it('deletes finished operations past the window, keeps live ones, and prints one
     await claimOperation(store, { ...base, operationID: 'live' });
     await database.close();
 
-    const child = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server/retention-cli.ts')], {
+    const child = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/cli/index.ts'), 'retention'], {
       cwd: dir,
       env: { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite:${path}`, IDEMPOTENCY_WINDOW_MS: '60000' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,9 +5,9 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { decodeJwt } from 'jose';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { verifyBearerToken } from '../../src/auth/index.js';
-import { DEFAULT_AUDIENCE, runTokenCommand } from '../../src/auth/token-command.js';
-import { NOW } from './fixtures.js';
+import { DEFAULT_AUDIENCE, verifyBearerToken } from '../../src/auth/index.js';
+import { tokenCommand } from '../../src/cli/token.js';
+import { NOW } from '../auth/fixtures.js';
 
 let cwd: string;
 beforeEach(async () => {
@@ -20,7 +20,7 @@ afterEach(async () => {
 async function run(argv: string[], env: Record<string, string> = {}) {
   let stdout = '';
   let stderr = '';
-  const code = await runTokenCommand({
+  const code = await tokenCommand.run({
     argv,
     env,
     cwd,
@@ -71,7 +71,7 @@ describe('token command', () => {
     const root = resolve(import.meta.dirname, '../..');
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
-      [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/auth/token-cli.ts'), '--ttl', '300'],
+      [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/index.ts'), 'token', '--ttl', '300'],
       { cwd, env: { ...process.env, AUTH_AUDIENCE: 'cli-test' } },
     );
     const token = stdout.trim();

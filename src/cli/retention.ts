@@ -1,0 +1,50 @@
+/**
+ * `npm run retention`: runs the background jobs (pending-authorization expiry,
+ * retention) once, on demand, against DATABASE_URL with the server's
+ * configuration (IDEMPOTENCY_WINDOW_MS). Prints one line per job; exits 1 if
+ * any failed.
+ */
+import { checkConnection, openDatabase } from '../db/connect.js';
+import { migrateToLatest } from '../db/migrator.js';
+import { loadConfig } from '../server/config.js';
+import { runJobsOnce, serverJobs } from '../server/jobs.js';
+import { createLogger } from '../server/logger.js';
+import { createStoreContext } from '../store/context.js';
+import { failureLine, usageError, wantsHelp, type Command } from './command.js';
+
+export const retentionCommand: Command = {
+  usage: `usage: npm run retention
+
+Runs the server's background jobs once against DATABASE_URL (default: the
+embedded SQLite file): expired pending authorizations, then retention of
+finished operations past IDEMPOTENCY_WINDOW_MS and of applied sweep candidates.
+`,
+
+  async run(io) {
+    if (wantsHelp(io.argv)) {
+      io.stdout(retentionCommand.usage);
+      return 0;
+    }
+    if (io.argv.length > 0) return usageError(io, retentionCommand, `unknown argument ${JSON.stringify(io.argv[0])}`);
+    try {
+      const config = loadConfig(io.env);
+      const database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs });
+      try {
+        await checkConnection(database);
+        await migrateToLatest(database.db, database.dialect);
+        const store = createStoreContext(database.db, database.dialect);
+        const results = await runJobsOnce(store, createLogger('silent'), serverJobs(config.jobs));
+        for (const result of results) {
+          const detail = result.ok ? JSON.stringify(result.summary) : `failed: ${result.error instanceof Error ? result.error.message : String(result.error)}`;
+          io.stdout(`${result.name} (${result.durationMs} ms): ${detail}\n`);
+        }
+        return results.every((r) => r.ok) ? 0 : 1;
+      } finally {
+        await database.close();
+      }
+    } catch (error) {
+      io.stderr(failureLine('retention', error));
+      return 1;
+    }
+  },
+};

@@ -1,0 +1,42 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { migrateCommand } from '../../src/cli/migrate.js';
+
+let cwd: string;
+beforeEach(async () => {
+  cwd = await mkdtemp(join(tmpdir(), 'cli-migrate-'));
+});
+afterEach(async () => {
+  await rm(cwd, { recursive: true, force: true });
+});
+
+async function run(argv: string[], env: Record<string, string> = { DATABASE_URL: `sqlite:${join(cwd, 'store.sqlite')}` }) {
+  let stdout = '';
+  let stderr = '';
+  const code = await migrateCommand.run({ argv, env, cwd, stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
+  return { code, stdout, stderr };
+}
+
+describe('migrate command', () => {
+  it('status, latest, status again, down: each says what it did', async () => {
+    expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0001-initial {2}pending$/m) });
+    expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: up 0001-initial success$/m) });
+    expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: nothing to do$/m) });
+    expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0001-initial {2}applied \d{4}-/m) });
+    expect(await run(['down'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: down 0001-initial success$/m) });
+  });
+
+  it('refuses a missing or unknown action with the usage (exit 2), and a bad DATABASE_URL with one line (exit 1)', async () => {
+    for (const argv of [[], ['sideways'], ['up', 'extra']]) {
+      const result = await run(argv);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/usage: npm run migrate/);
+    }
+    const bad = await run(['latest'], { DATABASE_URL: 'mysql://nope' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^migrate: .+\n$/);
+    expect((await run(['--help'])).stdout).toMatch(/usage/);
+  });
+});
