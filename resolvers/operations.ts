@@ -13,6 +13,7 @@ import { announce } from './changes.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 export {
+  OPERATION_DEFER_REASONS,
   OPERATION_OPS,
   OPERATION_OUTCOME_KINDS,
   OPERATION_STATES,

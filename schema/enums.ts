@@ -1,4 +1,5 @@
 /** Enum helpers and the enums more than one type uses. */
+import { OPERATION_DEFER_REASONS } from '../resolvers/operations.js';
 import { builder } from './builder.js';
 
 /** GraphQL enum values (UPPER_CASE) for the store's lower-case values. */
@@ -7,5 +8,5 @@ export const enumValues = <T extends string>(values: readonly T[]) =>
 
 export const DeferReason = builder.enumType('DeferReason', {
   description: 'Why work was pushed out without spending an attempt; each lapses on its own (resumeDeferred).',
-  values: enumValues(['offline', 'auth'] as const),
+  values: enumValues(OPERATION_DEFER_REASONS),
 });

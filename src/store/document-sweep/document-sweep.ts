@@ -10,15 +10,10 @@
  */
 import type { StoreContext } from '../context.js';
 import { DocumentSweepUnfinishedOperationError } from '../errors.js';
+import { LIVE_OPERATION_STATES, TERMINAL_OPERATION_STATES } from '../operations/types.js';
 
 /** The only observation record type the store holds. */
 const OBSERVATION_TYPE = 'connector.observation';
-
-/** Operation states that can still change: the row is the idempotency record of a provider write. */
-const UNFINISHED_OPERATION_STATES = ['attempted', 'reconcile_only'];
-
-/** Operation states that cannot change any more. */
-const FINISHED_OPERATION_STATES = ['committed', 'dead'];
 
 /** Tables whose mere row for a document means connector work remains. */
 const WORK_TABLES = ['kubun_connector_projection_watch', 'kubun_connector_sweep_candidate', 'kubun_connector_entity_trim'] as const;
@@ -28,7 +23,7 @@ async function hasUnfinishedOperation(store: StoreContext, documentID: string): 
     .selectFrom('kubun_connector_operation')
     .select('operation_id')
     .where('document_id', '=', documentID)
-    .where('state', 'in', UNFINISHED_OPERATION_STATES)
+    .where('state', 'in', LIVE_OPERATION_STATES)
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
@@ -66,7 +61,7 @@ export async function hasConnectorWorkByDocumentIDs(store: StoreContext, documen
       .select('document_id')
       .distinct()
       .where('document_id', 'in', ids)
-      .where('state', 'in', UNFINISHED_OPERATION_STATES)
+      .where('state', 'in', LIVE_OPERATION_STATES)
       .execute(),
   ]);
   for (const rows of lists) {
@@ -95,6 +90,6 @@ export async function sweepDocumentRows(store: StoreContext, documentID: string)
   await db
     .deleteFrom('kubun_connector_operation')
     .where('document_id', '=', documentID)
-    .where('state', 'in', FINISHED_OPERATION_STATES)
+    .where('state', 'in', TERMINAL_OPERATION_STATES)
     .execute();
 }

@@ -1,8 +1,15 @@
 import { inTransaction, changedAny, type StoreContext } from '../context.js';
 import { encodeJSONColumn } from '../json.js';
-import { rowToProjectionWatch } from '../projection-watches/row-to-projection-watch.js';
+import type { ConnectorOperationState } from '../operations/types.js';
+import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
-import { deleteSupersededWatches, lockDocumentWatchSlot, newWatchValues } from '../projection-watches/watch-predicates.js';
+
+/**
+ * States finalize may commit from, as the reference has it: an attempt in
+ * progress, or an already committed row (whose cleared lease token fails the
+ * fence anyway). Never reconcile-only: that one must reconcile first.
+ */
+const FINALIZABLE_STATES = ['attempted', 'committed'] as const satisfies readonly ConnectorOperationState[];
 
 /** Input of {@link finalizeOperationAndArmWatch}. */
 export interface FinalizeOperationInput {
@@ -79,42 +86,17 @@ export async function finalizeOperationAndArmWatch(
       })
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)
-      .where('state', 'in', ['attempted', 'committed'])
+      .where('state', 'in', FINALIZABLE_STATES)
       .where('version', '=', input.version)
       .where('lease_token', '=', input.leaseToken)
       .executeTakeFirst();
     if (!changedAny(committed)) return { finalized: false, watch: null };
 
-    const identity = input.watchIdentity;
-    await lockDocumentWatchSlot(tx, { ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID });
-    await deleteSupersededWatches(tx, identity, input.documentID);
-    const watch = await tx.db
-      .insertInto('kubun_connector_projection_watch')
-      .values(
-        newWatchValues(tx, {
-          identity,
-          documentID: input.documentID,
-          observedWinnerDigest: input.currentWinnerDigest,
-          dueAt: now,
-          now,
-        }),
-      )
-      .onConflict((oc) =>
-        oc.columns(['owner_did', 'connector_name', 'model', 'account_key', 'source_id']).doUpdateSet((eb) => ({
-          repair_generation: eb('kubun_connector_projection_watch.repair_generation', '+', 1),
-          verification_attempts: 0,
-          verification_status: 'pending_verification',
-          observed_winner_digest: input.currentWinnerDigest,
-          verified_state_digest: null,
-          next_attempt_at: now,
-          claimed_until: null,
-          defer_reason: null,
-          version: eb('kubun_connector_projection_watch.version', '+', 1),
-          updated_at: now,
-        })),
-      )
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return { finalized: true, watch: rowToProjectionWatch(watch) };
+    const watch = await armWatchForWrite(tx, {
+      identity: input.watchIdentity,
+      documentID: input.documentID,
+      observedWinnerDigest: input.currentWinnerDigest,
+    });
+    return { finalized: true, watch };
   });
 }

@@ -1,9 +1,9 @@
 /** Repair obligations per document and the "written since" feed over them (SPEC §3.6). */
 import type { StoreContext } from '../context.js';
 import { changedAny } from '../context.js';
-import { InvalidInputError } from '../errors.js';
 import { rowToObservationRepair } from './row.js';
 import type { ObservationRepair, ObservationRepairInput, RepairCursor } from './types.js';
+import { requirePositiveInteger } from '../validate.js';
 
 /**
  * Writes a document's repair obligation, replacing every field of an earlier
@@ -80,7 +80,7 @@ export interface RepairPage {
  */
 export async function listRepairsWrittenSince(store: StoreContext, options: ListRepairsWrittenSinceOptions): Promise<RepairPage> {
   const { after, limit } = options;
-  if (!Number.isInteger(limit) || limit < 1) throw new InvalidInputError('limit', 'must be a positive integer');
+  requirePositiveInteger('limit', limit);
   let query = store.db.selectFrom('kubun_connector_observation_repair').selectAll().where('written_at', '<', store.now());
   if (after != null) {
     query = query.where((eb) =>

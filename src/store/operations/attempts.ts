@@ -1,12 +1,12 @@
 /** A holder's attempts at the provider write: start, mark sent, record the outcome (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, fencedUpdate, type FenceRule } from './fence.js';
 import { rowToOperation } from './row.js';
 import { LIVE_OPERATION_STATES, OPERATION_OUTCOME_KINDS, type ConnectorOperation, type ConnectorOperationState, type OperationFence, type OperationOutcomeKind } from './types.js';
-import { requireFence, requireNonEmpty, requireNonNegativeInteger } from './validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
+import { requireFence } from './validate.js';
 
 const START: FenceRule = { action: 'start an attempt', states: ['attempted'], requireLiveLease: true };
 const MARK_SENT: FenceRule = { action: 'mark a request sent', states: ['attempted'], requireLiveLease: true };
@@ -38,7 +38,7 @@ export async function startOperationAttempt(store: StoreContext, input: Operatio
  */
 export async function markOperationSent(store: StoreContext, input: OperationFence & { sendMarker: string }): Promise<ConnectorOperation> {
   requireFence(input);
-  requireNonEmpty('sendMarker', input.sendMarker);
+  requireNonEmptyString('sendMarker', input.sendMarker);
   const now = store.now();
   const row = await fencedUpdate(store, input, MARK_SENT, now, () => ({ send_marker: input.sendMarker, updated_at: now }));
   return rowToOperation(row);
@@ -76,9 +76,7 @@ export async function recordOperationOutcome(
   policy?: Partial<OperationRetryPolicy>,
 ): Promise<ConnectorOperation> {
   requireFence(input);
-  if (!(OPERATION_OUTCOME_KINDS as readonly string[]).includes(input.kind)) {
-    throw new InvalidInputError('kind', `must be one of ${OPERATION_OUTCOME_KINDS.join(', ')}`);
-  }
+  requireOneOf('kind', input.kind, OPERATION_OUTCOME_KINDS);
   if (input.lastHTTPStatus !== undefined && input.lastHTTPStatus !== null) requireNonNegativeInteger('lastHTTPStatus', input.lastHTTPStatus);
   if (input.retryAfterMs !== undefined) requireNonNegativeInteger('retryAfterMs', input.retryAfterMs);
   const resolved = resolveRetryPolicy(policy);

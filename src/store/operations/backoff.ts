@@ -1,5 +1,6 @@
 /** Retry scheduling of write-back attempts: backoff, attempt budget, deferral. */
 import { InvalidInputError } from '../errors.js';
+import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
 
 /** How failed attempts are rescheduled. Every field has a default. */
 export interface OperationRetryPolicy {
@@ -28,10 +29,8 @@ export const DEFAULT_OPERATION_RETRY_POLICY: Readonly<OperationRetryPolicy> = Ob
 export function resolveRetryPolicy(policy: Partial<OperationRetryPolicy> = {}): OperationRetryPolicy {
   const resolved = { ...DEFAULT_OPERATION_RETRY_POLICY, ...policy };
   for (const field of ['baseDelayMs', 'maxDelayMs', 'maxAttempts', 'deferralDelayMs'] as const) {
-    const value = resolved[field];
-    if (!Number.isSafeInteger(value) || value < (field === 'maxAttempts' ? 1 : 0)) {
-      throw new InvalidInputError(field, field === 'maxAttempts' ? 'must be a positive integer' : 'must be a non-negative integer');
-    }
+    if (field === 'maxAttempts') requirePositiveInteger(field, resolved[field]);
+    else requireNonNegativeInteger(field, resolved[field]);
   }
   if (resolved.maxDelayMs < resolved.baseDelayMs) throw new InvalidInputError('maxDelayMs', 'must not be less than baseDelayMs');
   return resolved;

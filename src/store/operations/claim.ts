@@ -1,11 +1,11 @@
 /** Claiming an operation by idempotency key: create, take over, replay or refuse (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { IdempotencyConflictError, InvalidInputError, StaleVersionError } from '../errors.js';
+import { IdempotencyConflictError, StaleVersionError } from '../errors.js';
 import { isLeaseLive, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { OPERATION_OPS, type ConnectorOperation, type ConnectorOperationOp, type OperationLease } from './types.js';
-import { requireNonEmpty, requirePositiveMs } from './validate.js';
+import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
 export interface ClaimOperationInput {
@@ -162,9 +162,9 @@ function validateClaim(input: ClaimOperationInput): void {
     'payloadHash',
     'reissueIntent',
   ] as const) {
-    requireNonEmpty(field, input[field]);
+    requireNonEmptyString(field, input[field]);
   }
-  if (!(OPERATION_OPS as readonly string[]).includes(input.op)) throw new InvalidInputError('op', `must be one of ${OPERATION_OPS.join(', ')}`);
-  if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmpty('sourceID', input.sourceID);
+  requireOneOf('op', input.op, OPERATION_OPS);
+  if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmptyString('sourceID', input.sourceID);
   requirePositiveMs('leaseMs', input.leaseMs);
 }

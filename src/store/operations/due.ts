@@ -1,9 +1,8 @@
 /** Scheduling reads and writes that are not a holder's: due work and resuming deferrals (SPEC §3.3). */
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
-import { LIVE_OPERATION_STATES, type ConnectorOperation } from './types.js';
+import { LIVE_OPERATION_STATES, OPERATION_DEFER_REASONS, type ConnectorOperation } from './types.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
-import { requireNonEmpty, requireNonNegativeInteger } from './validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
 
 /** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
 export type ResumeDeferredInput =
@@ -17,7 +16,7 @@ export type ResumeDeferredInput =
  * authorized). Returns the node keys of the operations it resumed.
  */
 export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<string[]> {
-  if (input.reason !== 'offline' && input.reason !== 'auth') throw new InvalidInputError('reason', 'must be offline or auth');
+  requireOneOf('reason', input.reason, OPERATION_DEFER_REASONS);
   const now = store.now();
   let query = store.db
     .updateTable(OPERATION_TABLE)
@@ -25,12 +24,12 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
     .where('state', 'in', [...LIVE_OPERATION_STATES])
     .where('defer_reason', '=', input.reason);
   if (input.reason === 'offline' && input.ownerDID !== undefined) {
-    requireNonEmpty('ownerDID', input.ownerDID);
+    requireNonEmptyString('ownerDID', input.ownerDID);
     query = query.where('owner_did', '=', input.ownerDID);
   }
   if (input.reason === 'auth') {
-    requireNonEmpty('ownerDID', input.ownerDID);
-    requireNonEmpty('connectorName', input.connectorName);
+    requireNonEmptyString('ownerDID', input.ownerDID);
+    requireNonEmptyString('connectorName', input.connectorName);
     query = query.where('owner_did', '=', input.ownerDID).where('connector_name', '=', input.connectorName);
   }
   const rows = await query.returning('node_key').execute();

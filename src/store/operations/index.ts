@@ -7,7 +7,7 @@ export { startOperationAttempt, markOperationSent, recordOperationOutcome, type 
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 export { recordReconcileResult, type RecordReconcileResultInput } from './reconcile.js';
 export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
-export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './reads.js';
+export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './read.js';
 export {
   countOperations,
   countOperationsByState,
@@ -18,4 +18,4 @@ export {
   type OperationFilter,
   type OperationPage,
   type OperationScope,
-} from './listing.js';
+} from './list.js';

@@ -5,7 +5,8 @@ import { fencedUpdate, type FenceRule } from './fence.js';
 import { isLeaseLive, isLiveState, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
-import { requireFence, requireKey, requirePositiveMs } from './validate.js';
+import { requirePositiveMs } from '../validate.js';
+import { requireFence, requireKey } from './validate.js';
 
 /**
  * `acquired: true`: the caller now holds the lease (version advanced by one).

@@ -1,6 +1,6 @@
 /** Recording what the provider said about a `reconcile_only` operation (SPEC §3.3). */
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
+import { requireBoolean } from '../validate.js';
 import { resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, type FenceRule } from './fence.js';
 import { rowToOperation } from './row.js';
@@ -31,7 +31,7 @@ export async function recordReconcileResult(
   policy?: Partial<Pick<OperationRetryPolicy, 'maxAttempts'>>,
 ): Promise<ConnectorOperation> {
   requireFence(input);
-  if (typeof input.landed !== 'boolean') throw new InvalidInputError('landed', 'must be a boolean');
+  requireBoolean('landed', input.landed);
   const { maxAttempts } = resolveRetryPolicy(policy);
   const now = store.now();
   const etag = input.providerEtag !== undefined ? { provider_etag: input.providerEtag } : {};

@@ -2,13 +2,14 @@
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { decodeJSONColumn } from '../json.js';
-import type {
-  ConnectorOperation,
-  ConnectorOperationOp,
-  ConnectorOperationState,
-  OperationDeferReason,
-  OperationKey,
-  OperationOutcomeKind,
+import {
+  LIVE_OPERATION_STATES,
+  type ConnectorOperation,
+  type ConnectorOperationOp,
+  type ConnectorOperationState,
+  type OperationDeferReason,
+  type OperationKey,
+  type OperationOutcomeKind,
 } from './types.js';
 
 export const OPERATION_TABLE = 'kubun_connector_operation';
@@ -55,8 +56,9 @@ export function isLeaseLive(row: Pick<OperationRow, 'lease_token' | 'lease_expir
   return row.lease_token !== null && row.lease_expires_at !== null && Number(row.lease_expires_at) > now;
 }
 
+/** Whether an operation in `state` can still change (see `LIVE_OPERATION_STATES`). */
 export function isLiveState(state: string): boolean {
-  return state === 'attempted' || state === 'reconcile_only';
+  return (LIVE_OPERATION_STATES as readonly string[]).includes(state);
 }
 
 /** Reads the raw row of `key` (lease token included: internal use only). */

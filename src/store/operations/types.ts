@@ -22,7 +22,9 @@ export type ConnectorOperationOp = 'create' | 'update';
 export const OPERATION_OPS = ['create', 'update'] as const satisfies readonly ConnectorOperationOp[];
 
 /** Why an operation was pushed out without spending an attempt; each lapses on its own. */
-export type OperationDeferReason = 'offline' | 'auth';
+/** Why work was deferred without spending an attempt. */
+export const OPERATION_DEFER_REASONS = ['offline', 'auth'] as const;
+export type OperationDeferReason = (typeof OPERATION_DEFER_REASONS)[number];
 
 /**
  * How an attempt ended short of success (success is recorded by finalize):

@@ -1,32 +1,16 @@
-/** Input checks shared by the operation functions. */
-import { InvalidInputError } from '../errors.js';
+/** Key and fence checks shared by the operation functions. */
+import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
 import type { OperationFence, OperationKey } from './types.js';
 
-export function requireNonEmpty(field: string, value: unknown): asserts value is string {
-  if (typeof value !== 'string' || value === '') throw new InvalidInputError(field, 'must be a non-empty string');
-}
-
-/** A duration in ms: a positive safe integer. */
-export function requirePositiveMs(field: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new InvalidInputError(field, 'must be a positive integer number of milliseconds');
-  }
-}
-
-/** A count or duration that may be zero. */
-export function requireNonNegativeInteger(field: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw new InvalidInputError(field, 'must be a non-negative integer');
-  }
-}
-
+/** An idempotency key: caller DID and operation id, both non-empty (reported by their own names). */
 export function requireKey(key: OperationKey): void {
-  requireNonEmpty('callerDID', key?.callerDID);
-  requireNonEmpty('operationID', key?.operationID);
+  requireNonEmptyString('callerDID', key?.callerDID);
+  requireNonEmptyString('operationID', key?.operationID);
 }
 
+/** A fence: a key, the lease epoch and the holder's token. */
 export function requireFence(fence: OperationFence): void {
   requireKey(fence.key);
   requireNonNegativeInteger('version', fence.version);
-  requireNonEmpty('leaseToken', fence.leaseToken);
+  requireNonEmptyString('leaseToken', fence.leaseToken);
 }

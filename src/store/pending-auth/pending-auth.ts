@@ -3,6 +3,7 @@ import type { StoreContext } from '../context.js';
 import { InvalidInputError } from '../errors.js';
 import { rowToPendingAuth, toPendingAuthSummary } from './row.js';
 import type { NewPendingAuth, PendingAuthRecord, PendingAuthSummary } from './types.js';
+import { requireBoolean, requireMsEpoch, requireNonEmptyString, requireOptionalString, requirePositiveInteger, requireStringArray } from '../validate.js';
 
 /**
  * Stores a new pending authorization and returns its summary (no code
@@ -93,7 +94,7 @@ export async function deleteExpiredPendingAuth(
   options: DeleteExpiredPendingAuthOptions = {},
 ): Promise<number> {
   const batchSize = options.batchSize ?? 500;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidInputError('batchSize', 'must be a positive integer');
+  requirePositiveInteger('batchSize', batchSize);
   let total = 0;
   for (;;) {
     const result = await store.db
@@ -116,23 +117,11 @@ export async function deleteExpiredPendingAuth(
 }
 
 function validate(input: NewPendingAuth): void {
-  for (const field of ['state', 'codeVerifier', 'provider', 'ownerDID', 'redirectURL'] as const) {
-    if (typeof input[field] !== 'string' || input[field] === '') throw new InvalidInputError(field, 'must be a non-empty string');
-  }
-  for (const field of ['ownerWrappableDID', 'controllerWrappableDID'] as const) {
-    const value = input[field];
-    if (value !== undefined && value !== null && typeof value !== 'string') throw new InvalidInputError(field, 'must be a string or null');
-  }
-  if (!Array.isArray(input.scopes) || !input.scopes.every((scope) => typeof scope === 'string')) {
-    throw new InvalidInputError('scopes', 'must be an array of strings');
-  }
-  for (const field of ['expiresAt', 'createdAt'] as const) {
-    const value = input[field];
-    if (value !== undefined && !Number.isSafeInteger(value)) throw new InvalidInputError(field, 'must be an integer ms epoch');
-  }
-  if (input.isIncremental !== undefined && typeof input.isIncremental !== 'boolean') {
-    throw new InvalidInputError('isIncremental', 'must be a boolean');
-  }
+  for (const field of ['state', 'codeVerifier', 'provider', 'ownerDID', 'redirectURL'] as const) requireNonEmptyString(field, input[field]);
+  for (const field of ['ownerWrappableDID', 'controllerWrappableDID'] as const) requireOptionalString(field, input[field]);
+  requireStringArray('scopes', input.scopes);
+  for (const field of ['expiresAt', 'createdAt'] as const) if (input[field] !== undefined) requireMsEpoch(field, input[field]);
+  if (input.isIncremental !== undefined) requireBoolean('isIncremental', input.isIncremental);
 }
 
 /**

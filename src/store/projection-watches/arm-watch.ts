@@ -1,6 +1,6 @@
 import { forUpdate, inTransaction, type StoreContext } from '../context.js';
-import { InvalidInputError, NotFoundError, StaleVersionError } from '../errors.js';
-import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import { NotFoundError, StaleVersionError } from '../errors.js';
+import { rowToProjectionWatch } from './row.js';
 import type {
   ArmWatchOutcome,
   ArmWatchReason,
@@ -12,8 +12,10 @@ import {
   identityOf,
   lockDocumentWatchSlot,
   matchesIdentity,
+  newGenerationValues,
   newWatchValues,
 } from './watch-predicates.js';
+import { requireMsEpoch } from '../validate.js';
 
 const WATCH_KEY = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
 
@@ -62,9 +64,7 @@ export interface ArmWatchResult {
  * up behind each other instead of interleaving.
  */
 export async function armWatch(store: StoreContext, input: ArmWatchInput): Promise<ArmWatchResult> {
-  if (input.dueAt !== undefined && !Number.isSafeInteger(input.dueAt)) {
-    throw new InvalidInputError('dueAt', 'must be an integer ms-epoch time');
-  }
+  if (input.dueAt !== undefined) requireMsEpoch('dueAt', input.dueAt);
   return inTransaction(store, async (tx) => {
     const now = tx.now();
     const dueAt = input.dueAt ?? now;
@@ -110,18 +110,9 @@ export async function armWatch(store: StoreContext, input: ArmWatchInput): Promi
 
     const rearmed = await tx.db
       .updateTable('kubun_connector_projection_watch')
-      .set((eb) => ({
-        repair_generation: eb('repair_generation', '+', 1),
-        verification_attempts: 0,
-        verification_status: 'pending_verification',
-        next_attempt_at: dueAt,
-        claimed_until: null,
-        defer_reason: null,
-        version: eb('version', '+', 1),
-        updated_at: now,
-        ...(input.observedWinnerDigest !== undefined ? { observed_winner_digest: input.observedWinnerDigest } : {}),
-        ...(input.reason === 'write' ? { verified_state_digest: null } : {}),
-      }))
+      .set((eb) =>
+        newGenerationValues(eb, { dueAt, now, observedWinnerDigest: input.observedWinnerDigest, clearVerifiedDigest: input.reason === 'write' }),
+      )
       .where(matchesIdentity(identity))
       .where('version', '=', row.version)
       .returningAll()
@@ -131,6 +122,37 @@ export async function armWatch(store: StoreContext, input: ArmWatchInput): Promi
     if (rearmed === undefined) throw new StaleVersionError('projection watch');
     return { outcome: 'rearmed', watch: rowToProjectionWatch(rearmed) };
   });
+}
+
+/** Input of {@link armWatchForWrite}. */
+export interface ArmWatchForWriteInput {
+  identity: ProjectionWatchIdentity;
+  documentID: string;
+  /** Digest of the local winner the write carried. */
+  observedWinnerDigest: string | null;
+}
+
+/**
+ * Arms the watch of a document a write-back just produced, due now, inside
+ * the caller's transaction: the document's watch under any other identity is
+ * deleted (one watch per document), then the watch is created or, if it
+ * exists, given a new generation with its verified digest cleared — one
+ * upsert statement, the same generation rule as {@link armWatch}.
+ */
+export async function armWatchForWrite(tx: StoreContext, input: ArmWatchForWriteInput): Promise<ProjectionWatch> {
+  const now = tx.now();
+  const { identity, documentID, observedWinnerDigest } = input;
+  await lockDocumentWatchSlot(tx, { ownerDID: identity.ownerDID, model: identity.model, documentID });
+  await deleteSupersededWatches(tx, identity, documentID);
+  const row = await tx.db
+    .insertInto('kubun_connector_projection_watch')
+    .values(newWatchValues(tx, { identity, documentID, observedWinnerDigest, dueAt: now, now }))
+    .onConflict((oc) =>
+      oc.columns([...WATCH_KEY]).doUpdateSet((eb) => newGenerationValues(eb, { dueAt: now, now, observedWinnerDigest, clearVerifiedDigest: true })),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return rowToProjectionWatch(row);
 }
 
 /** Options of {@link requestRepull} and {@link requestRepullByNodeKey}. */

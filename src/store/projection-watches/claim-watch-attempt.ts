@@ -1,8 +1,9 @@
 import type { StoreContext } from '../context.js';
-import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
-import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
+import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, WatchRef } from './types.js';
 import { matchesRef } from './watch-predicates.js';
+import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
 
 /** Input of {@link claimWatchAttempt}: the watch, the version its caller read, and how long to hold it. */
 export type ClaimWatchAttemptInput = WatchRef & {
@@ -28,12 +29,8 @@ export type ClaimWatchAttemptInput = WatchRef & {
  * The watch need not be due yet: a verifier may check early.
  */
 export async function claimWatchAttempt(store: StoreContext, input: ClaimWatchAttemptInput): Promise<ProjectionWatch> {
-  if (!Number.isSafeInteger(input.claimMs) || input.claimMs <= 0) {
-    throw new InvalidInputError('claimMs', 'must be a positive integer');
-  }
-  if (!Number.isSafeInteger(input.version) || input.version < 0) {
-    throw new InvalidInputError('version', 'must be a non-negative integer');
-  }
+  requirePositiveInteger('claimMs', input.claimMs);
+  requireNonNegativeInteger('version', input.version);
   const now = store.now();
   const claimed = await store.db
     .updateTable('kubun_connector_projection_watch')

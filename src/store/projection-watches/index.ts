@@ -1,6 +1,6 @@
 /** Projection watches (SPEC §3.5): arm, repull, claim, verify and read verify/repair watches. */
 export * from './types.js';
-export { rowToProjectionWatch } from './row-to-projection-watch.js';
+export { rowToProjectionWatch } from './row.js';
 export {
   armWatch,
   requestRepull,
@@ -26,7 +26,7 @@ export {
   getWatchByNodeKey,
   getWatchesByDocumentIDs,
   getWatchesByNodeKeys,
-} from './read-watches.js';
+} from './read.js';
 export {
   countWatches,
   listDueWatches,
@@ -37,4 +37,4 @@ export {
   type WatchCursor,
   type WatchFilter,
   type WatchPage,
-} from './list-watches.js';
+} from './list.js';

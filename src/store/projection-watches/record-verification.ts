@@ -1,10 +1,11 @@
 import type { Updateable } from 'kysely';
 import type { ProjectionWatchTable } from '../../db/tables.js';
 import { forUpdate, inTransaction, type StoreContext } from '../context.js';
-import { InvalidInputError, InvalidStateError } from '../errors.js';
-import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import { InvalidStateError } from '../errors.js';
+import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, VerificationOutcome, WatchRef } from './types.js';
 import { matchesRef } from './watch-predicates.js';
+import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
 
 /** How verification results reschedule a watch. */
 export interface VerificationPolicy {
@@ -140,13 +141,7 @@ function resultChanges(
 
 function resolvePolicy(overrides: Partial<VerificationPolicy> | undefined): VerificationPolicy {
   const policy = { ...DEFAULT_VERIFICATION_POLICY, ...overrides };
-  if (!Number.isSafeInteger(policy.maxAttempts) || policy.maxAttempts < 1) {
-    throw new InvalidInputError('policy.maxAttempts', 'must be a positive integer');
-  }
-  for (const field of ['baseRetryMs', 'maxRetryMs', 'offlineRetryMs'] as const) {
-    if (!Number.isSafeInteger(policy[field]) || policy[field] < 0) {
-      throw new InvalidInputError(`policy.${field}`, 'must be a non-negative integer');
-    }
-  }
+  requirePositiveInteger('policy.maxAttempts', policy.maxAttempts);
+  for (const field of ['baseRetryMs', 'maxRetryMs', 'offlineRetryMs'] as const) requireNonNegativeInteger(`policy.${field}`, policy[field]);
   return policy;
 }

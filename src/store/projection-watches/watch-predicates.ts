@@ -1,6 +1,7 @@
 /**
  * Shared pieces of watch statements: key predicates, the one-watch-per-document
- * rule and the values of a freshly inserted watch. Internal to the store.
+ * rule, the values of a freshly inserted watch and of a new verification
+ * generation. Internal to the store.
  */
 import { sql, type ExpressionBuilder, type Insertable } from 'kysely';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
@@ -113,6 +114,38 @@ export function newWatchValues(
     created_at: input.now,
     updated_at: input.now,
   };
+}
+
+/** What a new verification generation writes besides the schedule. */
+export interface NewGenerationInput {
+  /** When its first attempt is due. */
+  dueAt: number;
+  now: number;
+  /** The winner digest the caller observed; undefined keeps the stored one. */
+  observedWinnerDigest?: string | null;
+  /** Whether the verified digest is cleared: the local state it described has just changed (a write). */
+  clearVerifiedDigest: boolean;
+}
+
+/**
+ * The one rule of "open a new generation" (SPEC §3.5): repair_generation + 1,
+ * attempts 0, `pending_verification`, due at `dueAt`, claim and defer reason
+ * cleared, version + 1. Column references are table-qualified so the same
+ * values serve a plain UPDATE and an `ON CONFLICT DO UPDATE`.
+ */
+export function newGenerationValues(eb: WatchExpressions, input: NewGenerationInput) {
+  return {
+    repair_generation: eb('kubun_connector_projection_watch.repair_generation', '+', 1),
+    verification_attempts: 0,
+    verification_status: 'pending_verification',
+    next_attempt_at: input.dueAt,
+    claimed_until: null,
+    defer_reason: null,
+    version: eb('kubun_connector_projection_watch.version', '+', 1),
+    updated_at: input.now,
+    ...(input.observedWinnerDigest !== undefined && { observed_winner_digest: input.observedWinnerDigest }),
+    ...(input.clearVerifiedDigest && { verified_state_digest: null }),
+  } as const;
 }
 
 /** The identity columns of a watch, as a domain identity. */

@@ -11,7 +11,9 @@
  */
 import { sql } from 'kysely';
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
+import { TERMINAL_OPERATION_STATES } from '../operations/types.js';
+import { TERMINAL_SWEEP_CANDIDATE_STATES } from '../sweeps/types.js';
+import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
 
 /** Default idempotency window: a finished operation is kept this long after its last update. */
 export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -55,11 +57,9 @@ export async function runRetention(store: StoreContext, options: RetentionOption
   const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
   const batchSize = options.batchSize ?? DEFAULT_RETENTION_BATCH_SIZE;
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-  if (!Number.isSafeInteger(windowMs) || windowMs < 0) throw new InvalidInputError('idempotencyWindowMs', 'must be a non-negative integer');
-  if (!Number.isSafeInteger(batchSize) || batchSize <= 0) throw new InvalidInputError('batchSize', 'must be a positive integer');
-  if (maxBatches !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxBatches) || maxBatches <= 0)) {
-    throw new InvalidInputError('maxBatches', 'must be a positive integer');
-  }
+  requireNonNegativeInteger('idempotencyWindowMs', windowMs);
+  requirePositiveInteger('batchSize', batchSize);
+  if (maxBatches !== Number.POSITIVE_INFINITY) requirePositiveInteger('maxBatches', maxBatches);
 
   const now = store.now();
   const operationCutoff = now - windowMs;
@@ -86,7 +86,7 @@ export async function runRetention(store: StoreContext, options: RetentionOption
         let keys = store.db
           .selectFrom('kubun_connector_operation')
           .select(['caller_did', 'operation_id'])
-          .where('state', 'in', ['committed', 'dead'])
+          .where('state', 'in', TERMINAL_OPERATION_STATES)
           .where('updated_at', '<', operationCutoff)
           .limit(batchSize);
         if (postgres) keys = keys.forUpdate().skipLocked();
@@ -123,7 +123,7 @@ export async function runRetention(store: StoreContext, options: RetentionOption
           )
           .select(['c.owner_did', 'c.connector_name', 'c.partition', 'c.provenance', 'c.document_id'])
           .where('r.committed_at', 'is not', null)
-          .where('c.state', 'in', ['applied', 'kept', 'failed'])
+          .where('c.state', 'in', TERMINAL_SWEEP_CANDIDATE_STATES)
           .limit(batchSize);
         // Lock only the candidate rows: the receipt stays free for readers and commits.
         if (postgres) keys = keys.modifyEnd(sql`for update of c skip locked`);

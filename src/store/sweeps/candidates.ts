@@ -3,10 +3,11 @@ import type { ExpressionBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { forUpdate, inTransaction } from '../context.js';
-import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
-import { rowToSweepCandidate } from './rows.js';
-import type { SweepCandidate, SweepCandidateKey, SweepOutcome, SweepReceiptKey } from './types.js';
-import { assertCandidateKey, assertPositiveInteger } from './validation.js';
+import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
+import { rowToSweepCandidate } from './row.js';
+import { SWEEP_OUTCOMES, type SweepCandidate, type SweepCandidateKey, type SweepOutcome, type SweepReceiptKey } from './types.js';
+import { requireOneOf, requirePositiveInteger } from '../validate.js';
+import { requireCandidateKey } from './validate.js';
 
 /** Failed apply attempts after which a candidate becomes `failed` and is no longer due. */
 export const MAX_SWEEP_APPLY_ATTEMPTS = 5;
@@ -52,7 +53,7 @@ export interface ListDueSweepCandidatesOptions {
  * earliest due first (then by partition, provenance, document id).
  */
 export async function listDueSweepCandidates(store: StoreContext, options: ListDueSweepCandidatesOptions): Promise<SweepCandidate[]> {
-  assertPositiveInteger(options.limit, 'limit');
+  requirePositiveInteger('limit', options.limit);
   const now = options.now ?? store.now();
   const rows = await store.db
     .selectFrom('kubun_connector_sweep_candidate')
@@ -125,10 +126,8 @@ export interface SweepOutcomeInput {
  * {@link InvalidStateError}, a missing candidate a {@link NotFoundError}.
  */
 export async function recordSweepOutcome(store: StoreContext, input: SweepOutcomeInput): Promise<SweepCandidate> {
-  assertCandidateKey(input.candidateKey);
-  if (input.outcome !== 'applied' && input.outcome !== 'kept') {
-    throw new InvalidInputError('outcome', "must be 'applied' or 'kept'");
-  }
+  requireCandidateKey('candidateKey', input.candidateKey);
+  requireOneOf('outcome', input.outcome, SWEEP_OUTCOMES);
   return inTransaction(store, async (tx) => {
     const updated = await tx.db
       .updateTable('kubun_connector_sweep_candidate')
@@ -161,7 +160,7 @@ export interface SweepApplyFailureInput {
  * {@link NotFoundError}.
  */
 export async function recordSweepApplyFailure(store: StoreContext, input: SweepApplyFailureInput): Promise<SweepCandidate> {
-  assertCandidateKey(input.candidateKey);
+  requireCandidateKey('candidateKey', input.candidateKey);
   const lastError = String(input.error).slice(0, SWEEP_LAST_ERROR_MAX_LENGTH);
   return inTransaction(store, async (tx) => {
     const row = await forUpdate(

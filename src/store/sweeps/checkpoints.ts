@@ -1,6 +1,6 @@
 /** The partition checkpoint: the last receipt sequence committed. */
 import type { StoreContext } from '../context.js';
-import { rowToSweepCheckpoint } from './rows.js';
+import { rowToSweepCheckpoint } from './row.js';
 import type { SweepCheckpoint, SweepKey } from './types.js';
 
 /** Reads a partition's checkpoint, or null before its first commit. */

@@ -3,9 +3,9 @@ import type { StoreContext } from '../context.js';
 import { changedAny, forUpdate, inTransaction } from '../context.js';
 import { InvalidStateError, NotFoundError } from '../errors.js';
 import { getSweepCheckpoint } from './checkpoints.js';
-import { rowToSweepReceipt } from './rows.js';
+import { rowToSweepReceipt } from './row.js';
 import type { SweepCheckpoint, SweepReceipt, SweepReceiptKey } from './types.js';
-import { assertReceiptKey } from './validation.js';
+import { requireReceiptKey } from './validate.js';
 
 /** What {@link commitSweepReceipt} did. */
 export interface CommitSweepReceiptResult {
@@ -27,7 +27,7 @@ export interface CommitSweepReceiptResult {
  * candidates do not block). A missing receipt is a {@link NotFoundError}.
  */
 export async function commitSweepReceipt(store: StoreContext, key: SweepReceiptKey): Promise<CommitSweepReceiptResult> {
-  assertReceiptKey(key);
+  requireReceiptKey('key', key);
   return inTransaction(store, async (tx) => {
     const receiptKey = { owner_did: key.ownerDID, connector_name: key.connectorName, partition: key.partition, provenance: key.provenance };
     // Locks the receipt so concurrent commits of it run one after the other on Postgres.

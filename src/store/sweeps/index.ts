@@ -1,7 +1,7 @@
 /** Deletion sweeps: receipts, candidates, checkpoints (SPEC §3.6). */
 export type { SweepCandidate, SweepCandidateKey, SweepCandidateState, SweepCheckpoint, SweepKey, SweepOutcome, SweepReceipt, SweepReceiptKey } from './types.js';
 export { TERMINAL_SWEEP_CANDIDATE_STATES } from './types.js';
-export { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './rows.js';
+export { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './row.js';
 export { getSweepReceipt, recordSweepReceipt } from './receipts.js';
 export type { RecordSweepReceiptInput, RecordSweepReceiptResult, SweepCandidateInput } from './receipts.js';
 export {

@@ -2,9 +2,10 @@
 import type { StoreContext } from '../context.js';
 import { changedAny, inTransaction } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
-import { rowToSweepReceipt } from './rows.js';
+import { rowToSweepReceipt } from './row.js';
 import type { SweepReceipt, SweepReceiptKey } from './types.js';
-import { assertNonNegativeInteger, assertReceiptKey } from './validation.js';
+import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
+import { requireReceiptKey } from './validate.js';
 
 /** A document the listing pass did not keep. */
 export interface SweepCandidateInput {
@@ -49,13 +50,11 @@ const CANDIDATE_INSERT_CHUNK = 500;
  * differing field, and nothing is written.
  */
 export async function recordSweepReceipt(store: StoreContext, input: RecordSweepReceiptInput): Promise<RecordSweepReceiptResult> {
-  assertReceiptKey(input.key);
-  assertNonNegativeInteger(input.sequence, 'sequence');
+  requireReceiptKey('key', input.key);
+  requireNonNegativeInteger('sequence', input.sequence);
   const seen = new Set<string>();
   for (const [index, candidate] of input.candidates.entries()) {
-    if (typeof candidate.documentID !== 'string' || candidate.documentID === '') {
-      throw new InvalidInputError(`candidates[${index}].documentID`, 'must be a non-empty string');
-    }
+    requireNonEmptyString(`candidates[${index}].documentID`, candidate.documentID);
     if (seen.has(candidate.documentID)) {
       throw new InvalidInputError(`candidates[${index}].documentID`, 'names a document already listed in this receipt');
     }

@@ -33,7 +33,8 @@ export type SweepCandidateState = 'pending' | 'applied' | 'kept' | 'failed';
 export const TERMINAL_SWEEP_CANDIDATE_STATES = ['applied', 'kept', 'failed'] as const satisfies readonly SweepCandidateState[];
 
 /** How a candidate was resolved by the worker that applied it. */
-export type SweepOutcome = 'applied' | 'kept';
+export const SWEEP_OUTCOMES = ['applied', 'kept'] as const;
+export type SweepOutcome = (typeof SWEEP_OUTCOMES)[number];
 
 /** A recorded listing pass. `scope`, `keep` and `predicate` are opaque to the store. */
 export interface SweepReceipt extends SweepReceiptKey {

@@ -1,7 +1,7 @@
 /** Sync state area (SPEC §3.1): checkpoints, the progress CAS, node-key reads and the API listing. */
 export { countSyncStates, listSyncStates } from './list.js';
 export type { ListSyncStatesOptions, SyncStatePage, SyncStateScope } from './list.js';
-export { getSyncStateByNodeKey, getSyncStatesByNodeKeys } from './node-keys.js';
+export { getSyncStateByNodeKey, getSyncStatesByNodeKeys } from './read.js';
 export { compareAndSetSyncProgress, updateSyncProgress } from './progress.js';
 export type { CompareAndSetSyncProgressInput, CompareAndSetSyncProgressResult, UpdateSyncProgressOptions } from './progress.js';
 export { deleteSyncState, getSyncState, listSyncStatesForConnector, setSyncState } from './sync-state.js';

@@ -2,9 +2,9 @@
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState, SyncStateCursor, SyncStateFilter } from './types.js';
+import { requireNonNegativeInteger } from '../validate.js';
 
 /** Who is looking: an owner DID sees only its own rows; `null` is the service principal and sees all. */
 export interface SyncStateScope {
@@ -34,7 +34,7 @@ export interface SyncStatePage {
  */
 export async function listSyncStates(store: StoreContext, options: ListSyncStatesOptions): Promise<SyncStatePage> {
   const { first, after } = options;
-  if (!Number.isInteger(first) || first < 0) throw new InvalidInputError('first', 'must be a non-negative integer');
+  requireNonNegativeInteger('first', first);
   let query = scoped(store, options);
   if (after != null) {
     query = query.where((eb) =>

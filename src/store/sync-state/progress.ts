@@ -1,9 +1,10 @@
 /** The compare-and-swap progress writes of a sync state (SPEC §3.1). */
 import type { StoreContext } from '../context.js';
-import { InvalidInputError, SyncProgressConflictError } from '../errors.js';
+import { SyncProgressConflictError } from '../errors.js';
 import { freshSyncStateRow, progressColumns, rowToSyncState } from './row.js';
 import { getSyncState } from './sync-state.js';
 import type { SyncProgress, SyncProgressRecompute, SyncState } from './types.js';
+import { requireNonNegativeInteger } from '../validate.js';
 
 /** Options of {@link updateSyncProgress}. */
 export interface UpdateSyncProgressOptions {
@@ -28,9 +29,7 @@ export async function updateSyncProgress(
   options: UpdateSyncProgressOptions = {},
 ): Promise<SyncState> {
   const maxRetries = options.maxRetries ?? 5;
-  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
-    throw new InvalidInputError('maxRetries', 'must be a non-negative integer');
-  }
+  requireNonNegativeInteger('maxRetries', maxRetries);
   for (let attempt = 0; attempt <= maxRetries; attempt++) {
     const current = await getSyncState(store, connectorName, ownerDID);
     const next = await recompute(current);

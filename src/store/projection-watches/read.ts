@@ -1,5 +1,5 @@
 import type { StoreContext } from '../context.js';
-import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from './types.js';
 import { matchesIdentity } from './watch-predicates.js';
 import { alignByNodeKey } from '../node-keys.js';

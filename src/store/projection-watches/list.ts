@@ -1,9 +1,9 @@
 import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
-import { rowToProjectionWatch } from './row-to-projection-watch.js';
+import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
+import { requireIntegerAtLeast } from '../validate.js';
 
 /** Options of {@link listDueWatches}. */
 export interface ListDueWatchesOptions {
@@ -130,7 +130,5 @@ function visibleWatches(visibleTo: string | null, filter: WatchFilter = {}) {
 }
 
 function checkCount(field: string, value: number, min: number): void {
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new InvalidInputError(field, `must be an integer of at least ${min}`);
-  }
+  requireIntegerAtLeast(field, value, min);
 }

@@ -5,7 +5,7 @@ import type { StoreContext } from '../context.js';
 import { InvalidInputError } from '../errors.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
 import { OPERATION_STATES, type ConnectorOperation, type ConnectorOperationState } from './types.js';
-import { requireNonEmpty, requireNonNegativeInteger } from './validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
 
 /**
  * A position in the newest-first order: the last operation of a page.
@@ -172,11 +172,11 @@ function bounded(query: OperationQuery, input: ListOperationsInput): OperationQu
 }
 
 function checkScope(scope: OperationScope): void {
-  if (scope.visibleTo !== null) requireNonEmpty('visibleTo', scope.visibleTo);
+  if (scope.visibleTo !== null) requireNonEmptyString('visibleTo', scope.visibleTo);
   const states = scope.filter?.states;
   if (states !== undefined) {
     for (const state of states) {
-      if (!(OPERATION_STATES as readonly string[]).includes(state)) throw new InvalidInputError('states', `unknown state ${JSON.stringify(state)}`);
+      requireOneOf('states', state, OPERATION_STATES);
     }
   }
 }
