@@ -14,6 +14,7 @@ import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
 import type { GraphQLContext } from '../resolvers/context.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
+import NoNulStringsPlugin from './no-nul-strings.js';
 import { parseDID } from './scalars.js';
 
 /** Most ids one `nodes` call may name: one loader batch (one statement) per node type. */
@@ -47,6 +48,8 @@ export const builder = new SchemaBuilder<{
     ScopeAuthPlugin,
     ErrorsPlugin,
     ValidationPlugin,
+    // After validation (hooks run last-listed first): it hands its NUL check to the validation plugin.
+    NoNulStringsPlugin,
     DataloaderPlugin,
     SimpleObjectsPlugin,
   ],

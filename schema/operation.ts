@@ -21,6 +21,7 @@ import {
 } from '../resolvers/operations.js';
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { loadWatchesByDocumentIDs, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { loadNode, type DecodedNodeID } from './node-ids.js';
 import { builder, type Types } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { FENCED_WRITE_ERRORS } from './errors.js';
@@ -213,7 +214,7 @@ const ResumeDeferredPayload = builder.simpleObject('ResumeDeferredPayload', {
 
 /** Input fields every fenced write carries. */
 const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
-  id: t.globalID({ for: [ConnectorOperation], description: 'The operation.' }),
+  id: t.globalID({ description: 'The operation.' }),
   version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
   leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
 });
@@ -259,7 +260,7 @@ const ReleaseOperationLeaseInput = builder.inputType('ReleaseOperationLeaseInput
 const AcquireOperationLeaseInput = builder.inputType('AcquireOperationLeaseInput', {
   description: 'Take an absent or expired lease of a live operation (a new lease epoch).',
   fields: (t) => ({
-    id: t.globalID({ for: [ConnectorOperation] }),
+    id: t.globalID(),
     leaseMs: t.int({ validate: leaseMsInput }),
   }),
 });
@@ -277,7 +278,7 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   description:
     'Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4).',
   fields: (t) => ({
-    id: t.globalID({ for: [ConnectorOperation] }),
+    id: t.globalID(),
     version: t.int({ validate: versionInput }),
     leaseToken: t.string({ validate: textInput }),
     documentID: t.string({ validate: documentIDInput, description: 'The local document the write produced or updated.' }),
@@ -325,7 +326,7 @@ builder.mutationFields((t) => ({
     type: OperationPayload,
     args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true }) },
     errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
-    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input.leaseMs, ctx),
+    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input.leaseMs, ctx),
   }),
   renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
   releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),
@@ -345,7 +346,7 @@ builder.mutationFields((t) => ({
     type: FinalizeOperationPayload,
     args: { input: t.arg({ type: FinalizeOperationInput, required: true }) },
     errors: directResult('FinalizeOperationResult', [InputValidationError, NotFoundError]),
-    resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input, ctx),
+    resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
   resumeDeferred: t.field({
     ...mutation,
@@ -358,7 +359,7 @@ builder.mutationFields((t) => ({
 }));
 
 /** A fenced write mutation: load the (visible) operation, then the resolver's write guarded by version + token. */
-function fenced<I extends FenceArgs & { id: { id: string } }>(
+function fenced<I extends FenceArgs & { id: DecodedNodeID }>(
   t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
   name: string,
   inputType: InputObjectRef<Types, I>,
@@ -374,7 +375,7 @@ function fenced<I extends FenceArgs & { id: { id: string } }>(
     resolve: async (_root, args, ctx) => {
       // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
       const { input } = args as { input: I };
-      return write(await ConnectorOperation.getDataloader(ctx).load(input.id.id), input, ctx);
+      return write(await loadNode(ConnectorOperation, input.id, ctx), input, ctx);
     },
   });
 }

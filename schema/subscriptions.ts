@@ -7,6 +7,7 @@
 import type { ConnectorOperation as OperationShape } from '../resolvers/operations.js';
 import * as resolve from '../resolvers/subscriptions.js';
 import type { ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { nodeKeyOf } from './node-ids.js';
 import { builder } from './builder.js';
 import { ConnectorOperation, OperationFilter } from './operation.js';
 import { ProjectionWatch, WatchFilter } from './watch.js';
@@ -21,8 +22,8 @@ builder.subscriptionFields((t) => ({
     type: ConnectorOperation,
     description: 'Every committed change of one operation, as it is after the change. An id you may not see never emits.',
     authScopes: { authenticated: true },
-    args: { id: t.arg.globalID({ required: true, for: [ConnectorOperation] }) },
-    subscribe: (_root, args, ctx) => resolve.operationChanged(args.id.id, ctx, () => ConnectorOperation.getDataloader(ctx)),
+    args: { id: t.arg.globalID({ required: true }) },
+    subscribe: (_root, args, ctx) => resolve.operationChanged(nodeKeyOf(ConnectorOperation, args.id), ctx, () => ConnectorOperation.getDataloader(ctx)),
     resolve: (op: OperationShape) => op,
   }),
   operationsChanged: t.field({
@@ -37,8 +38,8 @@ builder.subscriptionFields((t) => ({
     type: ProjectionWatch,
     description: 'Every committed change of one watch. An id you may not see never emits.',
     authScopes: { authenticated: true },
-    args: { id: t.arg.globalID({ required: true, for: [ProjectionWatch] }) },
-    subscribe: (_root, args, ctx) => resolve.watchChanged(args.id.id, ctx, () => ProjectionWatch.getDataloader(ctx)),
+    args: { id: t.arg.globalID({ required: true }) },
+    subscribe: (_root, args, ctx) => resolve.watchChanged(nodeKeyOf(ProjectionWatch, args.id), ctx, () => ProjectionWatch.getDataloader(ctx)),
     resolve: (watch: WatchShape) => watch,
   }),
   watchesChanged: t.field({

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ForbiddenError, NotFoundError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/sync-states.js';
 import type { SyncState as SyncStateShape } from '../resolvers/sync-states.js';
+import { loadNode } from './node-ids.js';
 import { builder } from './builder.js';
 import { nameInput, textInput, versionInput } from './inputs.js';
 
@@ -56,7 +57,7 @@ builder.queryField('syncStates', (t) =>
 const UpdateSyncProgressInput = builder.inputType('UpdateSyncProgressInput', {
   description: 'One compare-and-swap round of sync progress. The status is never written by this path.',
   fields: (t) => ({
-    id: t.globalID({ for: [SyncState] }),
+    id: t.globalID(),
     expectedVersion: t.int({ validate: versionInput }),
     expectedIncarnation: t.string({ validate: textInput }),
     checkpoint: t.field({ type: 'JSON', required: false }),
@@ -111,7 +112,7 @@ builder.mutationField('updateSyncProgress', (t) =>
     args: { input: t.arg({ type: UpdateSyncProgressInput, required: true }) },
     errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'UpdateSyncProgressResult' } },
     resolve: async (_root, { input }, ctx) => {
-      const state = await SyncState.getDataloader(ctx).load(input.id.id);
+      const state = await loadNode(SyncState, input.id, ctx);
       return resolve.updateSyncProgress(state, input, ctx);
     },
   }),

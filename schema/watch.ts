@@ -9,6 +9,7 @@ import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError 
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/watches.js';
 import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { loadNode } from './node-ids.js';
 import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { textInput, versionInput } from './inputs.js';
@@ -84,7 +85,7 @@ builder.queryField('dueWatches', (t) =>
 const RequestRepullInput = builder.inputType('RequestRepullInput', {
   description: 'Re-arm a watch: a new verification generation, due at `dueAt` (default now).',
   fields: (t) => ({
-    id: t.globalID({ for: [ProjectionWatch] }),
+    id: t.globalID(),
     dueAt: t.field({ type: 'DateTime', required: false }),
   }),
 });
@@ -92,7 +93,7 @@ const RequestRepullInput = builder.inputType('RequestRepullInput', {
 const ClaimWatchAttemptInput = builder.inputType('ClaimWatchAttemptInput', {
   description: 'Hold the current verification attempt for `claimMs` (compare-and-swap on `version`).',
   fields: (t) => ({
-    id: t.globalID({ for: [ProjectionWatch] }),
+    id: t.globalID(),
     version: t.int({ validate: versionInput }),
     claimMs: t.int({ validate: z.number().int().min(1_000).max(3_600_000) }),
   }),
@@ -106,7 +107,7 @@ const VerificationResult = builder.enumType('VerificationResult', {
 const RecordVerificationInput = builder.inputType('RecordVerificationInput', {
   description: 'The verifier’s result for the generation and version it claimed.',
   fields: (t) => ({
-    id: t.globalID({ for: [ProjectionWatch] }),
+    id: t.globalID(),
     version: t.int({ validate: versionInput }),
     repairGeneration: t.int({ validate: versionInput }),
     result: t.field({ type: VerificationResult }),
@@ -135,7 +136,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: RequestRepullInput, required: true }) },
     errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'RequestRepullResult' } },
     resolve: async (_root, { input }, ctx) => {
-      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      const watch = await loadNode(ProjectionWatch, input.id, ctx);
       return { watch: await resolve.requestRepull(watch, input.dueAt, ctx) };
     },
   }),
@@ -150,7 +151,7 @@ builder.mutationFields((t) => ({
       union: { name: 'ClaimWatchAttemptResult' },
     },
     resolve: async (_root, { input }, ctx) => {
-      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      const watch = await loadNode(ProjectionWatch, input.id, ctx);
       return { watch: await resolve.claimWatchAttempt(watch, input, ctx) };
     },
   }),
@@ -165,7 +166,7 @@ builder.mutationFields((t) => ({
       union: { name: 'RecordVerificationResult' },
     },
     resolve: async (_root, { input }, ctx) => {
-      const watch = await ProjectionWatch.getDataloader(ctx).load(input.id.id);
+      const watch = await loadNode(ProjectionWatch, input.id, ctx);
       return resolve.recordVerification(watch, input, ctx);
     },
   }),

@@ -1,0 +1,138 @@
+/**
+ * Hostile ids and strings at the edge, on both dialects: a malformed id or an
+ * id of another node type is the same `NotFoundError` as an unknown id, and a
+ * NUL character in any string input is an `InputValidationError` naming the
+ * field, with nothing written.
+ */
+import { describe, expect, it } from 'vitest';
+import { getOperationByKey } from '../../src/store/operations/index.js';
+import { describeGraphQL } from '../helpers/graphql.js';
+import { CLAIM_WATCH_ATTEMPT, FINALIZE, REQUEST_REPULL, UPDATE_SYNC_PROGRESS } from '../helpers/graphql-documents.js';
+import { nodeID, seedClaim, seedSyncState, seedWatch, unknownNodeID } from '../helpers/graphql-seed.js';
+
+const RELEASE = /* GraphQL */ `
+  mutation Release($input: ReleaseOperationLeaseInput!) {
+    releaseOperationLease(input: $input) { __typename ... on Error { code message } }
+  }
+`;
+
+const CLAIM = /* GraphQL */ `
+  mutation Claim($input: ClaimOperationInput!) {
+    claimOperation(input: $input) {
+      __typename
+      ... on ClaimOperationPayload { outcome }
+      ... on InputValidationError { issues { path message } }
+    }
+  }
+`;
+
+const claimInput = (overrides: Record<string, unknown> = {}) => ({
+  operationID: 'edge-op-1',
+  connectorName: 'google',
+  model: 'calendar.event',
+  op: 'CREATE',
+  accountKey: 'primary',
+  target: 'calendar:primary',
+  deterministicEventID: 'event-1',
+  payloadHash: 'hash-1',
+  reissueIntent: 'create-once',
+  leaseMs: 60_000,
+  ...overrides,
+});
+
+describeGraphQL('graphql input edges', (suite) => {
+  describe('every bad id is a NotFoundError in the result union', () => {
+    const badIDs = () => ({
+      'a malformed id': 'not-an-id',
+      'an empty id': '',
+      'base64 of garbage': Buffer.from('ProjectionWatch').toString('base64url'),
+      'an id naming no type': Buffer.from('Nope:AAAAAAAAAAAAAAAAAAAAAA').toString('base64url'),
+    });
+
+    it('requestRepull, claimWatchAttempt: malformed ids, an operation id, an unknown watch id', async () => {
+      const op = await seedClaim(suite);
+      const ids = { ...badIDs(), 'an operation id': op.id, 'an unknown watch id': unknownNodeID('ProjectionWatch') };
+      for (const [label, id] of Object.entries(ids)) {
+        const repull = await suite.gql(REQUEST_REPULL, { input: { id } });
+        expect(repull.errors, label).toBeUndefined();
+        expect(repull.data.requestRepull, label).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
+        const claim = await suite.gql(CLAIM_WATCH_ATTEMPT, { input: { id, version: 0, claimMs: 60_000 } });
+        expect(claim.errors, label).toBeUndefined();
+        expect(claim.data.claimWatchAttempt.__typename, label).toBe('NotFoundError');
+      }
+    });
+
+    it('fenced writes and finalize: a watch id and malformed ids answer like an unknown operation id', async () => {
+      const { watch } = await seedWatch(suite, { documentID: 'edge-doc-1' });
+      const ids = { ...badIDs(), 'a watch id': nodeID('ProjectionWatch', watch.nodeKey), 'an unknown operation id': unknownNodeID('ConnectorOperation') };
+      for (const [label, id] of Object.entries(ids)) {
+        const release = await suite.gql(RELEASE, { input: { id, version: 0, leaseToken: 'token' } });
+        expect(release.errors, label).toBeUndefined();
+        expect(release.data.releaseOperationLease.__typename, label).toBe('NotFoundError');
+        const finalize = await suite.gql(FINALIZE, { input: { id, version: 0, leaseToken: 'token', documentID: 'd', sourceID: 's' } });
+        expect(finalize.errors, label).toBeUndefined();
+        expect(finalize.data.finalizeOperation.__typename, label).toBe('NotFoundError');
+      }
+    });
+
+    it('updateSyncProgress: an operation id is not a sync state', async () => {
+      const op = await seedClaim(suite);
+      await seedSyncState(suite, { connectorName: 'edge-connector' });
+      const res = await suite.gql(UPDATE_SYNC_PROGRESS, {
+        input: { id: op.id, expectedVersion: 0, expectedIncarnation: 'x', lastSyncedAt: 'now', entityCount: 0 },
+      });
+      expect(res.errors).toBeUndefined();
+      expect(res.data.updateSyncProgress.__typename).toBe('NotFoundError');
+    });
+
+    it('node() and subscriptions keep answering null / nothing for the same ids', async () => {
+      const res = await suite.gql('query($id: ID!) { node(id: $id) { id } }', { id: 'not-an-id' });
+      expect(res).toEqual({ data: { node: null } });
+    });
+  });
+
+  describe('a NUL character in a string input', () => {
+    it('is an InputValidationError naming the field, and nothing is written', async () => {
+      for (const field of ['operationID', 'connectorName', 'target', 'payloadHash']) {
+        const input = claimInput({ operationID: `nul-${field}`, [field]: `bad\u0000${field}` });
+        const res = await suite.gql(CLAIM, { input });
+        expect(res.errors, field).toBeUndefined();
+        expect(res.data.claimOperation.__typename, field).toBe('InputValidationError');
+        expect(res.data.claimOperation.issues, field).toContainEqual({ path: ['input', field], message: 'must not contain a NUL character (U+0000)' });
+      }
+      expect(await getOperationByKey(suite.store, { callerDID: suite.keys.alice.did, operationID: 'nul-connectorName' })).toBeNull();
+      // The same input without the NUL is accepted: the rule is about the character only.
+      const ok = await suite.gql(CLAIM, { input: claimInput({ operationID: 'nul-free' }) });
+      expect(ok.data.claimOperation).toEqual({ __typename: 'ClaimOperationPayload', outcome: 'CLAIMED' });
+    });
+
+    it('in a list of strings, and in an optional string', async () => {
+      const res = await suite.gql(
+        `mutation($input: CreatePendingAuthorizationInput!) {
+          createPendingAuthorization(input: $input) { __typename ... on InputValidationError { issues { path message } } }
+        }`,
+        {
+          input: {
+            state: 'state-with-a-nul-scope-0001',
+            codeVerifier: 'v'.repeat(43),
+            provider: 'google',
+            redirectURL: 'https://example.test/callback',
+            scopes: ['calendar', 'contacts\u0000'],
+            expiresAt: new Date(suite.clock.now() + 60_000).toISOString(),
+          },
+        },
+      );
+      expect(res.data.createPendingAuthorization.__typename).toBe('InputValidationError');
+      expect(res.data.createPendingAuthorization.issues[0].path).toEqual(['input', 'scopes']);
+      const optional = await suite.gql(CLAIM, { input: claimInput({ operationID: 'nul-source', sourceID: 'src\u0000' }) });
+      expect(optional.data.claimOperation.issues).toContainEqual({ path: ['input', 'sourceID'], message: 'must not contain a NUL character (U+0000)' });
+    });
+
+    it('in a query argument: a clear top-level error, not a masked one', async () => {
+      const res = await suite.gql('query($d: String!) { document(documentID: $d) { documentID } }', { d: 'doc\u0000' });
+      expect(res.data).toBeNull();
+      expect(res.errors?.[0]?.message).toMatch(/NUL character/);
+      expect(res.errors?.[0]?.message).not.toMatch(/Unexpected error/);
+    });
+  });
+});
