@@ -5,13 +5,10 @@
  * client/operations. The last test of each suite shuts the server down.
  */
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ClaimOperationDocument,
   ClaimWatchAttemptDocument,
@@ -27,70 +24,34 @@ import {
   type ClaimOperationInput,
   type ClaimOperationMutation,
 } from '../../client/generated/graphql.js';
-import { generateLocalKey, mintToken } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { testDialects } from '../helpers/databases.js';
-import { createScratchPostgresDatabase, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import type { ServerProcess } from '../helpers/server-process.js';
 
 const AUDIENCE = 'connector-store-e2e';
 
 type Who = 'alice' | 'worker';
 
-interface GraphQLBody<T> {
-  data?: T | null;
-  errors?: { message: string; extensions?: Record<string, unknown> }[];
+const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'worker']);
+
+/** A started server over its own fresh database. */
+function launch(dialect: DialectName): Promise<E2EServers> {
+  return startE2EServers(dialect, {
+    audience: AUDIENCE,
+    serviceDID: keys.worker.did,
+    name: 'e2e',
+    env: {
+      DB_POOL_MAX: '10',
+      SHUTDOWN_GRACE_MS: '10000',
+      // Long enough to observe /readyz failing while the server still accepts.
+      SHUTDOWN_DRAIN_MS: '1000',
+    },
+  });
 }
 
-const keys = { alice: generateLocalKey(), worker: generateLocalKey() };
-const tokens = {} as Record<Who, string>;
-
-/** A started server over its own fresh database; `dispose` stops it and removes the database (idempotent). */
-interface Launched {
-  server: ServerProcess;
-  dispose(): Promise<void>;
-}
-
-async function launch(dialect: DialectName): Promise<Launched> {
-  const cleanups: (() => Promise<void> | void)[] = [];
-  let disposed: Promise<void> | undefined;
-  const runCleanups = () =>
-    (disposed ??= (async () => {
-      for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
-    })());
-  const env: Record<string, string> = {
-    NODE_ENV: 'production',
-    AUTH_AUDIENCE: AUDIENCE,
-    SERVICE_DIDS: keys.worker.did,
-    // `info`, not quieter: the bound port and the shutdown steps are info lines.
-    LOG_LEVEL: 'info',
-    RETENTION_INTERVAL_MS: '0',
-    DB_POOL_MAX: '10',
-    SHUTDOWN_GRACE_MS: '10000',
-    // Long enough to observe /readyz failing while the server still accepts.
-    SHUTDOWN_DRAIN_MS: '1000',
-  };
-  try {
-    if (dialect === 'sqlite') {
-      const dir = mkdtempSync(join(tmpdir(), 'cs-e2e-'));
-      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-      env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
-    } else {
-      const database = await createScratchPostgresDatabase('cs_e2e');
-      cleanups.push(() => database.drop());
-      env.DATABASE_URL = database.url;
-    }
-    const server = await startServerProcess(env);
-    // Killed before the database goes away (cleanups run in reverse).
-    cleanups.push(() => server.kill());
-    return { server, dispose: runCleanups };
-  } catch (error) {
-    await runCleanups();
-    throw error;
-  }
-}
-
-const dialects = testDialects().filter((d) => d !== 'postgres' || inject('postgresAvailable'));
-const launches = new Map<DialectName, Promise<Launched>>();
+const dialects = testDialects().filter(dialectAvailable);
+const launches = new Map<DialectName, Promise<E2EServers>>();
 
 // Both servers start at once (start-up is mostly tsx compiling), each suite awaits its own.
 beforeAll(async () => {
@@ -99,9 +60,7 @@ beforeAll(async () => {
     launching.catch(() => {}); // reported by the suite that awaits it
     launches.set(dialect, launching);
   }
-  for (const who of ['alice', 'worker'] as const) {
-    tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
-  }
+  await mint();
 });
 
 afterAll(async () => {
@@ -111,7 +70,7 @@ afterAll(async () => {
 
 for (const dialect of testDialects()) {
   describe.skipIf(!dialects.includes(dialect))(`${dialect}: end to end over HTTP`, () => {
-    let launched: Launched | undefined;
+    let launched: E2EServers | undefined;
 
     beforeAll(async () => {
       launched = await launches.get(dialect);
@@ -128,14 +87,9 @@ for (const dialect of testDialects()) {
 
     /** Sends a generated document as `who`; fails the test on a non-200 or a GraphQL error. */
     async function send<R, V>(document: TypedDocumentNode<R, V>, variables: V, who: Who = 'alice'): Promise<R> {
-      const response = await fetch(`${running().origin}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
-        body: JSON.stringify({ query: print(document), variables }),
-      });
-      const body = (await response.json()) as GraphQLBody<R>;
+      const { status, body } = await postGraphQL<R>(running(), tokens[who], print(document), variables);
       expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
-      expect(response.status).toBe(200);
+      expect(status).toBe(200);
       return body.data!;
     }
 

@@ -5,71 +5,48 @@
  * a killed LISTEN connection is re-established and delivery resumes.
  */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminPostgresURL } from '../helpers/postgres.js';
-import { createScratchPostgresDatabase, startServerProcess, type ScratchPostgresDatabase, type ServerProcess } from '../helpers/server-process.js';
+import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { CLAIM, claimInput, FINALIZE, operationMutationDocument } from '../helpers/operation-graphql.js';
+import type { ServerProcess } from '../helpers/server-process.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
-import { testDialects } from '../helpers/databases.js';
-import { claimOperationInput } from '../helpers/graphql-documents.js';
 
 const AUDIENCE = 'connector-store-replicas';
-const keys = { alice: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
+const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'mallory', 'worker']);
 type Who = keyof typeof keys;
-const tokens = {} as Record<Who, string>;
 
-const CLAIM = `mutation($input: ClaimOperationInput!) {
-  claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id } lease { token version } } }
-}`;
-const FINALIZE = `mutation($input: FinalizeOperationInput!) {
-  finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized } }
-}`;
-const START = `mutation($input: StartOperationAttemptInput!) {
-  startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { attempts } } }
-}`;
+const START = operationMutationDocument('startOperationAttempt');
 const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state attempts } }`;
 
-const runs = testDialects().includes('postgres') && inject('postgresAvailable');
+const runs = testDialects().includes('postgres') && dialectAvailable('postgres');
 
 describe.skipIf(!runs)('postgres: two replicas, one database', () => {
-  let database: ScratchPostgresDatabase | undefined;
+  let started: E2EServers | undefined;
   let a: ServerProcess | undefined;
   let b: ServerProcess | undefined;
   const subs: SSESubscription[] = [];
 
   beforeAll(async () => {
-    database = await createScratchPostgresDatabase('cs_replicas');
-    const env = {
-      NODE_ENV: 'production',
-      AUTH_AUDIENCE: AUDIENCE,
-      SERVICE_DIDS: keys.worker.did,
-      LOG_LEVEL: 'info',
-      RETENTION_INTERVAL_MS: '0',
-      DB_POOL_MAX: '5',
-      DATABASE_URL: database.url,
-    };
-    // One after the other: the first migrates, the second finds nothing to do.
-    a = await startServerProcess(env);
-    b = await startServerProcess(env);
-    for (const who of Object.keys(keys) as Who[]) {
-      tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
-    }
+    started = await startE2EServers('postgres', {
+      audience: AUDIENCE,
+      serviceDID: keys.worker.did,
+      name: 'replicas',
+      env: { DB_POOL_MAX: '5' },
+      replicas: 2,
+    });
+    [a, b] = started.servers;
+    await mint();
   }, 120_000);
 
   afterAll(async () => {
     await Promise.all(subs.map((s) => s.close()));
-    await a?.kill();
-    await b?.kill();
-    await database?.drop();
+    await started?.dispose();
   });
 
   async function gql(server: ServerProcess, query: string, variables: Record<string, unknown>, who: Who = 'alice') {
-    const response = await fetch(`${server.origin}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
-      body: JSON.stringify({ query, variables }),
-    });
-    return (await response.json()) as { data: any; errors?: unknown[] };
+    return (await postGraphQL(server, tokens[who], query, variables)).body as { data: any; errors?: unknown[] };
   }
 
   async function subscribe(server: ServerProcess, who: Who) {
@@ -80,12 +57,10 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
     return sub;
   }
 
-  const claimInput = (operationID: string) => claimOperationInput(operationID);
-
   it('a finalize on replica A reaches a subscriber on replica B within 1 s; a stranger on B receives nothing', async () => {
     const onB = await subscribe(b!, 'alice');
     const strangerOnB = await subscribe(b!, 'mallory');
-    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a1') })).data.claimOperation;
+    const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a1' }) })).data.claimOperation;
     expect(claimed.outcome).toBe('CLAIMED');
     await onB.waitFor(1, 1_000);
 
@@ -103,7 +78,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
 
   it('a lost write on A emits nothing on B', async () => {
     const onB = await subscribe(b!, 'alice');
-    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a2') })).data.claimOperation;
+    const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a2' }) })).data.claimOperation;
     await onB.waitFor(1, 1_000);
     const lost = await gql(a!, FINALIZE, {
       input: { id: claimed.operation.id, version: claimed.lease.version, leaseToken: 'not-the-token', documentID: 'doc-a2', sourceID: 'src-a2' },
@@ -130,7 +105,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
     const ready = await fetch(`${b!.origin}/readyz`);
     expect(ready.status).toBe(200);
 
-    const claimed = (await gql(a!, CLAIM, { input: claimInput('op-a3') })).data.claimOperation;
+    const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a3' }) })).data.claimOperation;
     expect(claimed.outcome).toBe('CLAIMED');
     await onB.waitFor(1, 1_000);
     expect(onB.events[0]?.data.operationsChanged.operationID).toBe('op-a3');
@@ -145,7 +120,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
     await sub.close();
     // The server notices the socket closing; a new subscription still works and gets events.
     const again = await subscribe(b!, 'worker');
-    await gql(a!, CLAIM, { input: claimInput('op-a4') });
+    await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a4' }) });
     await again.waitFor(1, 1_000);
     expect(again.events[0]?.data.operationsChanged.operationID).toBe('op-a4');
   });

@@ -7,26 +7,19 @@
  * the slot; only subscriptions are served; oversized messages close the
  * socket; shutdown closes clients with 1001. The last test stops the server.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createClient, type Client } from 'graphql-ws';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { generateLocalKey, mintToken } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { testDialects } from '../helpers/databases.js';
-import { createScratchPostgresDatabase, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
-import { claimOperationInput } from '../helpers/graphql-documents.js';
+import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
+import type { ServerProcess } from '../helpers/server-process.js';
 
 const AUDIENCE = 'connector-store-websocket';
-const keys = { alice: generateLocalKey(), bob: generateLocalKey(), mallory: generateLocalKey(), worker: generateLocalKey() };
+const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'bob', 'mallory', 'worker']);
 type Who = keyof typeof keys;
-const tokens = {} as Record<Who, string>;
 
-const CLAIM = `mutation($input: ClaimOperationInput!) {
-  claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id } } }
-}`;
 const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state } }`;
 
 interface Result {
@@ -43,44 +36,27 @@ interface WSSubscription {
   close(): Promise<void>;
 }
 
-const dialects: DialectName[] = testDialects().filter((d) => d === 'sqlite' || inject('postgresAvailable'));
+const dialects: DialectName[] = testDialects().filter(dialectAvailable);
 
 describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
+  let started: E2EServers | undefined;
   let server: ServerProcess | undefined;
-  const cleanups: (() => Promise<void> | void)[] = [];
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    const env: Record<string, string> = {
-      NODE_ENV: 'production',
-      AUTH_AUDIENCE: AUDIENCE,
-      SERVICE_DIDS: keys.worker.did,
-      LOG_LEVEL: 'info',
-      RETENTION_INTERVAL_MS: '0',
-      DB_POOL_MAX: '5',
-      MAX_SUBSCRIPTIONS_PER_VIEWER: '2',
-      SHUTDOWN_DRAIN_MS: '200',
-      SHUTDOWN_GRACE_MS: '5000',
-    };
-    if (dialect === 'sqlite') {
-      const dir = mkdtempSync(join(tmpdir(), 'cs-ws-'));
-      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-      env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
-    } else {
-      const database = await createScratchPostgresDatabase('cs_ws');
-      cleanups.push(() => database.drop());
-      env.DATABASE_URL = database.url;
-    }
-    server = await startServerProcess(env);
-    for (const who of Object.keys(keys) as Who[]) {
-      tokens[who] = await mintToken({ privateKey: keys[who].privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
-    }
+    started = await startE2EServers(dialect, {
+      audience: AUDIENCE,
+      serviceDID: keys.worker.did,
+      name: 'ws',
+      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
+    });
+    server = started.server;
+    await mint();
   }, 60_000);
 
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
-    await server?.kill();
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+    await started?.dispose();
   });
 
   function client(connectionParams?: Record<string, unknown>): Client {
@@ -136,18 +112,8 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
   const as = (who: Who) => ({ authorization: `Bearer ${tokens[who]}` });
 
   async function claim(operationID: string, who: Who) {
-    const response = await fetch(`${server!.origin}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[who]}` },
-      body: JSON.stringify({
-        query: CLAIM,
-        variables: {
-          input: claimOperationInput(operationID),
-        },
-      }),
-    });
-    const body = (await response.json()) as { data: { claimOperation: { outcome: string } } };
-    expect(body.data.claimOperation.outcome).toBe('CLAIMED');
+    const { body } = await postGraphQL<{ claimOperation: { outcome: string } }>(server!, tokens[who], CLAIM, { input: claimInput({ operationID }) });
+    expect(body.data!.claimOperation.outcome).toBe('CLAIMED');
   }
 
   it('a claim made over HTTP reaches its owner over WebSocket; a stranger receives nothing', async () => {

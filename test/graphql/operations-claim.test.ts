@@ -4,7 +4,6 @@
  * an owner, and input that is refused before anything is written.
  */
 import { describe, expect, it } from 'vitest';
-import { rawRow } from '../helpers/operation-claim-fixtures.js';
 import { describeGraphQL } from '../helpers/graphql.js';
 import {
   CLAIM,
@@ -12,14 +11,15 @@ import {
   claimed,
   claimInput,
   finalize,
-  iso,
   mutateOK,
   OPERATION_FIELDS,
   operationCount,
   readOperation,
 } from '../helpers/operation-graphql.js';
+import { iso } from '../helpers/graphql-seed.js';
+import { LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow } from '../helpers/row-fixtures.js';
 
-const LEASE_MS = 30_000;
 
 describeGraphQL('graphql operations: claimOperation', (suite) => {
   const keyOf = (operationID: string, who: 'alice' | 'bob' | 'worker' = 'alice') => ({ callerDID: suite.keys[who].did, operationID });
@@ -65,7 +65,7 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
       expect(typeof result.lease.token).toBe('string');
       expect(result.lease.token.length).toBeGreaterThanOrEqual(16);
       // The token is the one stored, so it fences writes (see the fenced-write tests).
-      expect((await rawRow(suite.store, keyOf('op-1')))?.lease_token).toBe(result.lease.token);
+      expect((await getOperationRow(suite.store, keyOf('op-1')))?.lease_token).toBe(result.lease.token);
     });
 
     it('takes over an expired lease: new token, version + 1, state unchanged without a send marker', async () => {
@@ -163,7 +163,7 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
 
     it('reports IN_FLIGHT while another holder’s lease is live, with no lease and nothing changed', async () => {
       const first = await claimed(suite);
-      const before = await rawRow(suite.store, keyOf('op-1'));
+      const before = await getOperationRow(suite.store, keyOf('op-1'));
       suite.clock.advance(LEASE_MS - 1);
       const result = await claim(suite);
       expect(result).toMatchObject({
@@ -172,7 +172,7 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
         replay: null,
         operation: { id: first.operation.id, version: 0, leaseExpiresAt: first.operation.leaseExpiresAt },
       });
-      expect(await rawRow(suite.store, keyOf('op-1'))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf('op-1'))).toEqual(before);
     });
 
     it('reports IN_FLIGHT while a renewed lease is live past its first expiry', async () => {
@@ -195,21 +195,21 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
     for (const [field, change] of cases) {
       it(`names ${field} when it differs, and leaves the row untouched`, async () => {
         await claimed(suite);
-        const before = await rawRow(suite.store, keyOf('op-1'));
+        const before = await getOperationRow(suite.store, keyOf('op-1'));
         suite.clock.advance(LEASE_MS * 2); // even with the lease expired, no takeover
         const result = await claim(suite, change);
         expect(result).toMatchObject({ __typename: 'IdempotencyConflictError', code: 'IDEMPOTENCY_CONFLICT', field });
         expect(result.message).toContain(field);
-        expect(await rawRow(suite.store, keyOf('op-1'))).toEqual(before);
+        expect(await getOperationRow(suite.store, keyOf('op-1'))).toEqual(before);
       });
     }
 
     it('names ownerDID when a service reuses its key for another owner', async () => {
       await claimed(suite, { ownerDID: suite.keys.alice.did }, 'worker');
-      const before = await rawRow(suite.store, keyOf('op-1', 'worker'));
+      const before = await getOperationRow(suite.store, keyOf('op-1', 'worker'));
       const result = await claim(suite, { ownerDID: suite.keys.bob.did }, 'worker');
       expect(result).toMatchObject({ __typename: 'IdempotencyConflictError', field: 'ownerDID' });
-      expect(await rawRow(suite.store, keyOf('op-1', 'worker'))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf('op-1', 'worker'))).toEqual(before);
     });
 
     it('refuses a conflicting claim of a committed operation rather than replaying it', async () => {

@@ -5,22 +5,21 @@
  * viewer who cannot see the operation (exactly like an unknown id).
  */
 import { describe, expect, it } from 'vitest';
-import { rawRow } from '../helpers/operation-claim-fixtures.js';
 import { describeGraphQL, type GraphQLSuite } from '../helpers/graphql.js';
 import {
   claim,
   claimed,
   FINALIZE,
-  iso,
   mutate,
   mutateOK,
   readOperation,
-  unknownOperationID,
   type GqlOperation,
   type OperationMutation,
 } from '../helpers/operation-graphql.js';
+import { iso, unknownNodeID } from '../helpers/graphql-seed.js';
+import { LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow } from '../helpers/row-fixtures.js';
 
-const LEASE_MS = 30_000;
 /** The store's default retry policy (backoff.ts). */
 const BASE_DELAY_MS = 1_000;
 const DEFERRAL_MS = 900_000;
@@ -78,10 +77,10 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
 
     it('is refused with InvalidStateError while a lease is live (even the caller’s own), changing nothing', async () => {
       const first = await claimed(suite);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       const result = await mutate(suite, 'acquireOperationLease', { id: first.operation.id, leaseMs: LEASE_MS });
       expect(result).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('is refused with InvalidStateError on a finished operation', async () => {
@@ -126,9 +125,9 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
     it('cannot revive an expired lease (acquire a new one instead)', async () => {
       const first = await claimed(suite);
       suite.clock.advance(LEASE_MS);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       expect(await mutate(suite, 'renewOperationLease', { ...first.fence, leaseMs: LEASE_MS })).toMatchObject({ __typename: 'StaleLeaseError' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('ends with finalize: the lease is gone, renew and release are stale', async () => {
@@ -180,18 +179,18 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
     it('both need a live lease', async () => {
       const first = await claimed(suite);
       suite.clock.advance(LEASE_MS);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       expect(await mutate(suite, 'startOperationAttempt', first.fence)).toMatchObject({ __typename: 'StaleLeaseError' });
       expect(await mutate(suite, 'markOperationSent', { ...first.fence, sendMarker: 'run-1' })).toMatchObject({ __typename: 'StaleLeaseError' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('are refused with InvalidStateError on a reconcile-only operation', async () => {
       const op = await reconcileOnly(suite);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       expect(await mutate(suite, 'startOperationAttempt', op.fence)).toMatchObject({ __typename: 'InvalidStateError' });
       expect(await mutate(suite, 'markOperationSent', { ...op.fence, sendMarker: 'run-2' })).toMatchObject({ __typename: 'InvalidStateError' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('refuses an empty send marker with InputValidationError', async () => {
@@ -282,9 +281,9 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
       suite.clock.advance(LEASE_MS + 1);
       await mutateOK(suite, 'recordOperationAttempt', { ...op.fence, kind: 'RETRYABLE' });
       await claim(suite); // takeover
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       expect(await mutate(suite, 'recordOperationAttempt', { ...op.fence, kind: 'FATAL' })).toMatchObject({ __typename: 'StaleLeaseError' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('refuses bad numbers with InputValidationError', async () => {
@@ -344,9 +343,9 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
 
     it('is refused with InvalidStateError on an attempted operation', async () => {
       const op = await claimed(suite);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       expect(await mutate(suite, 'recordReconcileResult', { ...op.fence, landed: false })).toMatchObject({ __typename: 'InvalidStateError' });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
   });
 
@@ -361,13 +360,13 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
     for (const name of FENCED) {
       it(`${name}: a wrong token or a wrong version is a StaleLeaseError and changes nothing`, async () => {
         const { fence, operationID } = await holderFor(name);
-        const before = await rawRow(suite.store, key(operationID));
+        const before = await getOperationRow(suite.store, key(operationID));
         const shown = await readOperation(suite, fence.id);
         for (const bad of [{ leaseToken: `${fence.leaseToken}x` }, { version: fence.version + 1 }, { leaseToken: 'not-a-token', version: 7 }]) {
           const result = await mutate(suite, name, { ...fence, ...EXTRA[name], ...bad });
           expect(result).toMatchObject({ __typename: 'StaleLeaseError', code: 'STALE_LEASE' });
         }
-        expect(await rawRow(suite.store, key(operationID))).toEqual(before);
+        expect(await getOperationRow(suite.store, key(operationID))).toEqual(before);
         expect(await readOperation(suite, fence.id)).toEqual(shown);
         // The right fence still works.
         await mutateOK(suite, name, { ...fence, ...EXTRA[name] });
@@ -378,22 +377,22 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
         suite.clock.advance(LEASE_MS);
         const taken = await claim(suite, { operationID });
         expect(taken).toMatchObject({ outcome: 'CLAIMED', lease: { version: fence.version + 1 } });
-        const before = await rawRow(suite.store, key(operationID));
+        const before = await getOperationRow(suite.store, key(operationID));
         const shown = await readOperation(suite, fence.id);
         expect(await mutate(suite, name, { ...fence, ...EXTRA[name] })).toMatchObject({ __typename: 'StaleLeaseError', code: 'STALE_LEASE' });
-        expect(await rawRow(suite.store, key(operationID))).toEqual(before);
+        expect(await getOperationRow(suite.store, key(operationID))).toEqual(before);
         expect(await readOperation(suite, fence.id)).toEqual(shown);
       });
 
       it(`${name}: a viewer who cannot see the operation gets NotFoundError, exactly as for an unknown id`, async () => {
         const { fence, operationID } = await holderFor(name);
-        const before = await rawRow(suite.store, key(operationID));
+        const before = await getOperationRow(suite.store, key(operationID));
         const input = { ...fence, ...EXTRA[name] };
-        const unknown = await mutate(suite, name, { ...input, id: unknownOperationID() }, 'alice');
+        const unknown = await mutate(suite, name, { ...input, id: unknownNodeID('ConnectorOperation') }, 'alice');
         expect(unknown).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND', message: 'operation not found' });
         // Even with the holder's real token, a stranger learns nothing and changes nothing.
         for (const who of ['bob', 'mallory'] as const) expect(await mutate(suite, name, input, who)).toEqual(unknown);
-        expect(await rawRow(suite.store, key(operationID))).toEqual(before);
+        expect(await getOperationRow(suite.store, key(operationID))).toEqual(before);
       });
     }
 
@@ -401,15 +400,15 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
       const first = await claimed(suite);
       suite.clock.advance(LEASE_MS);
       await claim(suite);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       const res = await suite.gql(FINALIZE, { input: { ...first.fence, documentID: 'doc-1', sourceID: 'src-1' } });
       expect(res.data.finalizeOperation).toMatchObject({ finalized: false, operation: { state: 'ATTEMPTED', documentID: null }, watch: null });
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('a malformed or foreign-type id is refused without touching anything', async () => {
       const first = await claimed(suite);
-      const before = await rawRow(suite.store, key());
+      const before = await getOperationRow(suite.store, key());
       for (const id of ['not-an-id', '', Buffer.from(`SyncState:${'A'.repeat(22)}`).toString('base64url')]) {
         const res = await suite.gql(
           `mutation($input: StartOperationAttemptInput!) { startOperationAttempt(input: $input) { __typename ... on Error { code } } }`,
@@ -420,7 +419,7 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
         if (res.errors !== undefined) expect(res.errors[0]?.message, text).toMatch(/not of type: ConnectorOperation/);
         else expect(['NotFoundError', 'InputValidationError'], text).toContain(res.data.startOperationAttempt.__typename);
       }
-      expect(await rawRow(suite.store, key())).toEqual(before);
+      expect(await getOperationRow(suite.store, key())).toEqual(before);
     });
 
     it('every fenced mutation keeps anonymous callers out', async () => {

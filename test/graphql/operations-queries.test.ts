@@ -6,7 +6,8 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
-import { claimed, finalize, mutateOK, OPERATION_FIELDS, unknownOperationID } from '../helpers/operation-graphql.js';
+import { unknownNodeID } from '../helpers/graphql-seed.js';
+import { claimed, finalize, mutateOK, OPERATION_FIELDS } from '../helpers/operation-graphql.js';
 
 interface Edge {
   cursor: string;
@@ -312,8 +313,8 @@ describeGraphQL('graphql operations: queries', (suite) => {
         const cases: [string, Principal][] = [
           [id, 'bob'],
           [id, 'mallory'],
-          [unknownOperationID(), 'alice'],
-          [unknownOperationID(), 'worker'],
+          [unknownNodeID('ConnectorOperation'), 'alice'],
+          [unknownNodeID('ConnectorOperation'), 'worker'],
           ['not-an-id', 'alice'],
           ['', 'alice'],
           [Buffer.from(`ConnectorOperation:${'!'.repeat(22)}`).toString('base64url'), 'alice'],
@@ -330,7 +331,7 @@ describeGraphQL('graphql operations: queries', (suite) => {
         const a1 = ids.get('a-1')!;
         const b0 = ids.get('b-0')!;
         const w0 = ids.get('w-0')!;
-        const list = [a4, b0, unknownOperationID(), 'bogus', w0, a1, a4];
+        const list = [a4, b0, unknownNodeID('ConnectorOperation'), 'bogus', w0, a1, a4];
         const res = await suite.gql(NODES, { ids: list });
         expect(res.errors).toBeUndefined();
         expect(res.data.nodes.map((n: { operationID: string } | null) => n?.operationID ?? null)).toEqual(['a-4', null, null, null, 'w-0', 'a-1', 'a-4']);

@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
-import { claimed, finalize, iso, mutateOK, readOperation, RESUME, type GqlOperation } from '../helpers/operation-graphql.js';
-import { patchWatchRow } from '../helpers/watch-fixtures.js';
+import { iso } from '../helpers/graphql-seed.js';
+import { claimed, finalize, mutateOK, readOperation, RESUME, type GqlOperation } from '../helpers/operation-graphql.js';
+import { patchWatchRow } from '../helpers/row-fixtures.js';
 
 const DEFERRAL_MS = 900_000;
 

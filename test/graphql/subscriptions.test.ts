@@ -1,18 +1,10 @@
 import { afterEach, expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
-import { claimOperationInput } from '../helpers/graphql-documents.js';
+import { CLAIM, claimInput, operationMutationDocument } from '../helpers/operation-graphql.js';
 
-const CLAIM = `mutation($input: ClaimOperationInput!) {
-  claimOperation(input: $input) {
-    __typename
-    ... on ClaimOperationPayload { outcome operation { id version } lease { token version } }
-    ... on Error { code }
-  }
-}`;
-const START = `mutation($input: StartOperationAttemptInput!) {
-  startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { attempts } } ... on Error { code } }
-}`;
+const START = operationMutationDocument('startOperationAttempt');
+// Narrower than operation-graphql's FINALIZE: the refused finalize below is compared whole.
 const FINALIZE = `mutation($input: FinalizeOperationInput!) {
   finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized watch { id } } ... on Error { code } }
 }`;
@@ -39,9 +31,7 @@ describeGraphQL('subscriptions (in process)', (suite) => {
   }
 
   async function claim(operationID: string, as: Principal = 'alice', extra: Record<string, unknown> = {}) {
-    const res = await suite.gql(CLAIM, {
-      input: claimOperationInput(operationID, extra),
-    }, { as });
+    const res = await suite.gql(CLAIM, { input: claimInput({ operationID, ...extra }) }, { as });
     return res.data.claimOperation as { outcome: string; operation: { id: string }; lease: { token: string; version: number } };
   }
 
@@ -191,9 +181,7 @@ describeGraphQL('subscription limits', (suite) => {
     await new Promise((r) => setTimeout(r, 50));
     const again = await subscribe('bob');
     expect(again.ended).toBe(false);
-    const claimed = await suite.gql(CLAIM, {
-      input: claimOperationInput('op-cap'),
-    }, { as: 'bob' });
+    const claimed = await suite.gql(CLAIM, { input: claimInput({ operationID: 'op-cap' }) }, { as: 'bob' });
     expect(claimed.data.claimOperation.outcome).toBe('CLAIMED');
     await again.waitFor(1);
     expect(again.events[0]?.data.operationsChanged.operationID).toBe('op-cap');

@@ -15,7 +15,7 @@ import {
   WATCHES,
 } from '../helpers/graphql-documents.js';
 import { iso, nodeID, seedClaim, seedFinalized, seedWatch, unknownNodeID, type SeededOperation } from '../helpers/graphql-seed.js';
-import { allWatchRows } from '../helpers/watch-fixtures.js';
+import { allWatchRows } from '../helpers/row-fixtures.js';
 
 describeGraphQL('graphql watches', (suite) => {
   const finalize = (seeded: SeededOperation, overrides: Record<string, unknown> = {}, as: Principal = 'alice') =>

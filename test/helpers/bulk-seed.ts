@@ -2,7 +2,9 @@
  * Many documents' connector rows in four INSERTs, for statement-count tests
  * and benchmarks. No vitest import: `bench/` uses it too.
  */
+import type { NewOperationRow } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
+import { operationRowValues } from './row-fixtures.js';
 
 /** What {@link seedDocumentsInBulk} wrote, in creation order. */
 export interface BulkSeed {
@@ -28,7 +30,7 @@ export async function seedDocumentsInBulk(
   const now = store.now();
   const seed: BulkSeed = { documentIDs: [], operationNodeKeys: [], watchNodeKeys: [], syncStateNodeKeys: [] };
   if (count === 0) return seed;
-  const operations = [];
+  const operations: NewOperationRow[] = [];
   const watches = [];
   const trims = [];
   const syncStates = [];
@@ -42,37 +44,26 @@ export async function seedDocumentsInBulk(
     seed.operationNodeKeys.push(operationKey);
     seed.watchNodeKeys.push(watchKey);
     seed.syncStateNodeKeys.push(syncKey);
-    operations.push({
-      caller_did: callerDID,
-      operation_id: `${prefix}-op-${i}`,
-      node_key: operationKey,
-      owner_did: ownerDID,
-      connector_name: 'google',
-      model: 'calendar.event',
-      op: 'create',
-      account_key: 'account-1',
-      target: 'primary',
-      source_id: null,
-      deterministic_event_id: `${prefix}-event-${i}`,
-      payload_hash: `${prefix}-hash-${i}`,
-      reissue_intent: 'none',
-      provider_etag: null,
-      document_id: documentID,
-      result_entity: JSON.stringify({ documentID }),
-      state: 'committed',
-      attempts: 1,
-      next_attempt_at: null,
-      defer_reason: null,
-      send_marker: null,
-      last_kind: null,
-      last_http_status: null,
-      version: 1,
-      incarnation: store.getRandomID(),
-      lease_token: null,
-      lease_expires_at: null,
-      created_at: at,
-      updated_at: at,
-    });
+    operations.push(
+      operationRowValues(store, {
+        caller_did: callerDID,
+        operation_id: `${prefix}-op-${i}`,
+        node_key: operationKey,
+        owner_did: ownerDID,
+        deterministic_event_id: `${prefix}-event-${i}`,
+        payload_hash: `${prefix}-hash-${i}`,
+        document_id: documentID,
+        result_entity: JSON.stringify({ documentID }),
+        // Committed: finished, so no lease and nothing due.
+        state: 'committed',
+        next_attempt_at: null,
+        incarnation: store.getRandomID(),
+        lease_token: null,
+        lease_expires_at: null,
+        created_at: at,
+        updated_at: at,
+      }),
+    );
     watches.push({
       owner_did: ownerDID,
       connector_name: 'google',

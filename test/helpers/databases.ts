@@ -18,6 +18,11 @@ export function testDialects(): DialectName[] {
   return (['sqlite', 'postgres'] as const).filter((d) => names.includes(d));
 }
 
+/** Whether `dialect` can run here: Postgres only when the global setup reached the server. */
+export function dialectAvailable(dialect: DialectName): boolean {
+  return dialect !== 'postgres' || inject('postgresAvailable');
+}
+
 /**
  * Connections per Postgres pool in tests. Two test files run at once and a
  * file may open two pools: 4 × 20 stays under the server's 100 connections.
@@ -124,8 +129,7 @@ export interface DialectSuite {
  */
 export function describeEachDialect(name: string, body: (suite: DialectSuite) => void): void {
   for (const dialect of testDialects()) {
-    const skip = dialect === 'postgres' && !inject('postgresAvailable');
-    describe.skipIf(skip)(`${dialect}: ${name}`, () => {
+    describe.skipIf(!dialectAvailable(dialect))(`${dialect}: ${name}`, () => {
       const clock = new TestClock();
       let database: TestDatabase | undefined;
       let store: StoreContext | undefined;

@@ -147,20 +147,3 @@ export const DOCUMENTS = /* GraphQL */ `
   query Documents($documentIDs: [String!]!) { documents(documentIDs: $documentIDs) { ...DocumentFields } }
   ${DOCUMENT_FIELDS}
 `;
-
-/** A valid `ClaimOperationInput` for `operationID` (a contact create on google), with overrides. */
-export function claimOperationInput(operationID: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    operationID,
-    connectorName: 'google',
-    model: 'contact',
-    op: 'CREATE',
-    accountKey: 'acct',
-    target: 'people',
-    deterministicEventID: `evt-${operationID}`,
-    payloadHash: 'hash-1',
-    reissueIntent: 'none',
-    leaseMs: 60_000,
-    ...overrides,
-  };
-}

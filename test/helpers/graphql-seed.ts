@@ -1,16 +1,19 @@
 /**
  * Rows for GraphQL tests, written through the store (set-up only: the
- * behaviour under test always goes through `yoga.fetch`), and the global ids
- * that name them.
+ * behaviour under test always goes through `yoga.fetch`), the global ids that
+ * name them, and the `DateTime` form of test-clock instants. Set-up that must
+ * itself go through GraphQL (claim, finalize, lease and attempt mutations) is
+ * in operation-graphql.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { encodeNodeID } from '../../schema/global-id.js';
 import { setEntityTrim } from '../../src/store/entity-trim/index.js';
 import { finalizeOperationAndArmWatch } from '../../src/store/finalize/index.js';
-import { claimOperation, type ClaimOperationInput, type ConnectorOperation, type OperationLease } from '../../src/store/operations/index.js';
+import type { ClaimOperationInput, ConnectorOperation, OperationLease } from '../../src/store/operations/index.js';
 import { armWatch, type ProjectionWatch, type ProjectionWatchIdentity } from '../../src/store/projection-watches/index.js';
 import { setSyncState, type SyncState, type SyncStateInput } from '../../src/store/sync-state/index.js';
 import type { GraphQLSuite } from './graphql.js';
+import { claimFresh } from './operation-claim-fixtures.js';
 
 /** The node types' names. */
 export type NodeTypeName = 'ConnectorOperation' | 'ProjectionWatch' | 'SyncState';
@@ -38,24 +41,19 @@ export interface SeededOperation {
 export async function seedClaim(suite: GraphQLSuite, options: SeedClaimOptions = {}): Promise<SeededOperation> {
   const n = next();
   const callerDID = options.callerDID ?? suite.keys.alice.did;
-  const result = await claimOperation(suite.store, {
+  // A calendar event, not claimInput's contact, and a key of its own per call.
+  const { operation, lease } = await claimFresh(suite.store, {
     operationID: `seeded-op-${n}`,
-    connectorName: 'google',
     model: 'calendar.event',
-    op: 'create',
-    accountKey: 'account-1',
     target: 'primary',
-    sourceID: null,
     deterministicEventID: `event-${n}`,
     payloadHash: `hash-${n}`,
-    reissueIntent: 'none',
     leaseMs: 60_000,
     ...options,
     callerDID,
     ownerDID: options.ownerDID ?? callerDID,
   });
-  if (result.outcome !== 'CLAIMED' || result.lease === undefined) throw new Error(`seedClaim: expected CLAIMED, got ${result.outcome}`);
-  return { operation: result.operation, lease: result.lease, id: nodeID('ConnectorOperation', result.operation.nodeKey) };
+  return { operation, lease, id: nodeID('ConnectorOperation', operation.nodeKey) };
 }
 
 /** A finalized operation and the watch it armed. */

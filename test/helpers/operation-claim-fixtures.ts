@@ -1,11 +1,15 @@
-/** Fixtures for the write-back operation tests: claim inputs, raw rows, and interleaving hooks. */
+/**
+ * Fixtures for the write-back operation tests: claim inputs, claims through
+ * the store, direct column writes, and interleaving hooks. Raw reads of the
+ * row are `getOperationRow` in row-fixtures.ts.
+ */
 import type { OperationRow } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
 import { encodeJSONColumn } from '../../src/store/json.js';
 import { claimOperation, type ClaimOperationInput, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from '../../src/store/operations/index.js';
+import { CALLER, CONNECTOR, OWNER } from './row-fixtures.js';
 
-export const CALLER = 'did:key:z6MkCaller';
-export const OWNER = 'did:key:z6MkOwner';
+/** The lease of {@link claimInput} (and of the GraphQL claim input in operation-graphql.ts). */
 export const LEASE_MS = 30_000;
 
 /** A claim input with sensible defaults. */
@@ -14,7 +18,7 @@ export function claimInput(overrides: Partial<ClaimOperationInput> = {}): ClaimO
     callerDID: CALLER,
     operationID: 'op-1',
     ownerDID: OWNER,
-    connectorName: 'google',
+    connectorName: CONNECTOR,
     model: 'contact',
     op: 'create',
     accountKey: 'account-1',
@@ -28,6 +32,7 @@ export function claimInput(overrides: Partial<ClaimOperationInput> = {}): ClaimO
   };
 }
 
+/** The idempotency key of a claim input. */
 export function keyOf(input: { callerDID: string; operationID: string }): OperationKey {
   return { callerDID: input.callerDID, operationID: input.operationID };
 }
@@ -41,16 +46,6 @@ export async function claimFresh(
   const result = await claimOperation(store, input);
   if (result.outcome !== 'CLAIMED' || result.lease === undefined) throw new Error(`expected CLAIMED, got ${result.outcome}`);
   return { operation: result.operation, lease: result.lease, fence: { key: keyOf(input), version: result.lease.version, leaseToken: result.lease.token } };
-}
-
-/** The raw row (secrets included), for asserting that a refused write changed nothing. */
-export async function rawRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
-  return store.db
-    .selectFrom('kubun_connector_operation')
-    .selectAll()
-    .where('caller_did', '=', key.callerDID)
-    .where('operation_id', '=', key.operationID)
-    .executeTakeFirst();
 }
 
 /** What finalize (another module) does to the row, for tests that need a committed operation. */

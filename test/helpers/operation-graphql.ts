@@ -1,12 +1,13 @@
 /**
- * Documents and helpers for the operation API tests (test/graphql/operations-*.test.ts):
- * every operation field, the claim and fenced-write mutations with all their
- * result types, and small wrappers that fail loudly on an unexpected result.
+ * Operations through GraphQL, for the operation API tests and any test whose
+ * set-up must go through the API (subscriptions, e2e): every operation field,
+ * the claim, finalize and fenced-write mutations with all their result types,
+ * the one GraphQL claim input, and small wrappers that fail loudly on an
+ * unexpected result. Set-up through the store instead: graphql-seed.ts.
  */
-import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
-import { encodeNodeID } from '../../schema/global-id.js';
 import type { GraphQLSuite, Principal } from './graphql.js';
+import { LEASE_MS } from './operation-claim-fixtures.js';
 
 /** Every readable field of `ConnectorOperation`. */
 export const OPERATION_FIELDS = `
@@ -53,6 +54,7 @@ export interface GqlOperation {
   updatedAt: string;
 }
 
+/** The GraphQL shape of a lease. */
 export interface GqlLease {
   token: string;
   version: number;
@@ -62,6 +64,7 @@ export interface GqlLease {
 /** A mutation result: a payload or a typed error (fields per `__typename`). */
 export type GqlResult = Record<string, any> & { __typename: string };
 
+/** `claimOperation` with every result type. */
 export const CLAIM = `mutation Claim($input: ClaimOperationInput!) {
   claimOperation(input: $input) {
     ${errorFields('IdempotencyConflictError', 'InvalidInputError')}
@@ -74,7 +77,7 @@ export const CLAIM = `mutation Claim($input: ClaimOperationInput!) {
   }
 }`;
 
-/** A claim input with defaults (`op` CREATE, 30 s lease); `overrides` replace fields, `undefined` removes one. */
+/** A claim input with defaults (`op` CREATE, {@link LEASE_MS} lease); `overrides` replace fields, `undefined` removes one. */
 export function claimInput(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const input: Record<string, unknown> = {
     operationID: 'op-1',
@@ -86,7 +89,7 @@ export function claimInput(overrides: Record<string, unknown> = {}): Record<stri
     deterministicEventID: 'event-1',
     payloadHash: 'hash-1',
     reissueIntent: 'none',
-    leaseMs: 30_000,
+    leaseMs: LEASE_MS,
     ...overrides,
   };
   for (const [key, value] of Object.entries(input)) if (value === undefined) delete input[key];
@@ -126,15 +129,19 @@ const INPUT_TYPES = {
 
 export type OperationMutation = keyof typeof INPUT_TYPES;
 
-/** Runs one lease or attempt mutation and returns its result (payload or typed error). */
-export async function mutate(suite: GraphQLSuite, name: OperationMutation, input: Record<string, unknown>, as: Principal = 'alice'): Promise<GqlResult> {
-  const document = `mutation M($input: ${INPUT_TYPES[name]}!) {
+/** The document of one lease or attempt mutation: every operation field, the lease, every error. */
+export function operationMutationDocument(name: OperationMutation): string {
+  return `mutation M($input: ${INPUT_TYPES[name]}!) {
     ${name}(input: $input) {
       ${errorFields('InvalidInputError')}
       ... on OperationPayload { operation { ${OPERATION_FIELDS} } lease { token version expiresAt } }
     }
   }`;
-  const res = await suite.gql(document, { input }, { as });
+}
+
+/** Runs one lease or attempt mutation and returns its result (payload or typed error). */
+export async function mutate(suite: GraphQLSuite, name: OperationMutation, input: Record<string, unknown>, as: Principal = 'alice'): Promise<GqlResult> {
+  const res = await suite.gql(operationMutationDocument(name), { input }, { as });
   expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
   return res.data[name] as GqlResult;
 }
@@ -151,6 +158,7 @@ export async function mutateOK(
   return result as unknown as { operation: GqlOperation; lease: GqlLease | null };
 }
 
+/** `finalizeOperation` with the whole operation and the armed watch's id. */
 export const FINALIZE = `mutation F($input: FinalizeOperationInput!) {
   finalizeOperation(input: $input) {
     ${errorFields()}
@@ -171,6 +179,7 @@ export async function finalize(
   return res.data.finalizeOperation.operation as GqlOperation;
 }
 
+/** `resumeDeferred` with its counts. */
 export const RESUME = `mutation R($input: ResumeDeferredInput!) {
   resumeDeferred(input: $input) { ${errorFields('InvalidInputError')} ... on ResumeDeferredPayload { operations watches } }
 }`;
@@ -188,11 +197,3 @@ export async function operationCount(suite: GraphQLSuite, as: Principal = 'worke
   expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
   return res.data.operations.totalCount as number;
 }
-
-/** A well-formed `ConnectorOperation` id that names no row. */
-export function unknownOperationID(): string {
-  return encodeNodeID('ConnectorOperation', randomBytes(16).toString('base64url'));
-}
-
-/** ISO string of a test-clock instant. */
-export const iso = (ms: number): string => new Date(ms).toISOString();

@@ -1,55 +1,146 @@
 /**
- * Minimal rows of every table, inserted directly (no store code), for tests
- * that need another area's rows to exist: document sweep, retention.
- * Each helper takes overrides in the table's own column names.
+ * Raw rows of every table, written and read directly (no store code), for
+ * tests that set up states or check what a write left behind: finalize,
+ * watches, document sweep, retention, bulk seeds. Each helper takes
+ * overrides in the table's own column names. No vitest import: `bench/`
+ * uses it through bulk-seed.ts.
  */
 import type { Insertable } from 'kysely';
 import type {
   Database,
   EntityTrimTable,
+  NewOperationRow,
   ObservationRecordsTable,
   ObservationRepairTable,
-  OperationTable,
+  OperationRow,
   PendingAuthTable,
+  ProjectionWatchRow,
   ProjectionWatchTable,
   SweepCandidateTable,
   SweepReceiptTable,
 } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
+import type { OperationKey } from '../../src/store/operations/index.js';
+import type { ProjectionWatchIdentity } from '../../src/store/projection-watches/index.js';
 
 let counter = 0;
 const unique = (prefix: string): string => `${prefix}-${++counter}`;
 
+/** The owner of every fixture row unless a test names another. */
 export const OWNER = 'did:key:z6MkOwner';
+/** Another owner; sorts before {@link OWNER}. */
 export const OTHER_OWNER = 'did:key:z6MkOther';
+/** The caller of every fixture operation unless a test names another. */
 export const CALLER = 'did:key:z6MkCaller';
+/** The connector of every fixture row unless a test names another. */
 export const CONNECTOR = 'google';
 
-/** Inserts an operation row (default: committed, naming no document). */
-export async function insertOperationRow(store: StoreContext, row: Partial<Insertable<OperationTable>> = {}): Promise<Insertable<OperationTable>> {
+/**
+ * The columns of a live, leased `attempted` operation (version 1) of
+ * {@link CALLER} for {@link OWNER}; `overrides` replace any column. A `state`
+ * override keeps the lease columns: override them too where that matters.
+ */
+export function operationRowValues(store: StoreContext, overrides: Partial<NewOperationRow> = {}): NewOperationRow {
+  const n = ++counter;
   const now = store.now();
-  const values: Insertable<OperationTable> = {
+  return {
     caller_did: CALLER,
-    operation_id: unique('op'),
-    node_key: unique('node'),
+    operation_id: `op-${n}`,
+    node_key: store.getRandomID(),
     owner_did: OWNER,
     connector_name: CONNECTOR,
-    model: 'model-1',
+    model: 'calendar.event',
     op: 'create',
     account_key: 'account-1',
-    target: 'calendar',
+    target: 'primary',
     source_id: null,
-    deterministic_event_id: unique('event'),
-    payload_hash: 'hash',
+    deterministic_event_id: `event-${n}`,
+    payload_hash: `hash-${n}`,
     reissue_intent: 'none',
+    provider_etag: null,
     document_id: null,
-    state: 'committed',
+    result_entity: null,
+    state: 'attempted',
+    attempts: 1,
+    next_attempt_at: now,
+    defer_reason: null,
+    send_marker: null,
+    last_kind: null,
+    last_http_status: null,
+    version: 1,
+    incarnation: `incarnation-${n}`,
+    lease_token: `lease-${n}-${store.getRandomID()}`,
+    lease_expires_at: now + 30_000,
     created_at: now,
     updated_at: now,
-    ...row,
+    ...overrides,
   };
+}
+
+/** Inserts an operation row ({@link operationRowValues}) and returns it as stored. */
+export async function insertOperationRow(store: StoreContext, overrides: Partial<NewOperationRow> = {}): Promise<OperationRow> {
+  const values = operationRowValues(store, overrides);
   await store.db.insertInto('kubun_connector_operation').values(values).execute();
-  return values;
+  const row = await getOperationRow(store, { callerDID: values.caller_did, operationID: values.operation_id });
+  if (row === undefined) throw new Error('inserted operation row not found');
+  return row;
+}
+
+/** The raw operation row of an idempotency key (secrets included), or undefined. */
+export async function getOperationRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
+  return store.db
+    .selectFrom('kubun_connector_operation')
+    .selectAll()
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .executeTakeFirst();
+}
+
+/** The idempotency key of an operation row. */
+export function operationKey(row: Pick<OperationRow, 'caller_did' | 'operation_id'>): OperationKey {
+  return { callerDID: row.caller_did, operationID: row.operation_id };
+}
+
+/** A watch identity of {@link OWNER} (the owner of {@link insertOperationRow}'s rows); `overrides` replace any part. */
+export function watchIdentity(overrides: Partial<ProjectionWatchIdentity> = {}): ProjectionWatchIdentity {
+  return {
+    ownerDID: OWNER,
+    connectorName: CONNECTOR,
+    model: 'calendar.event',
+    accountKey: 'account-1',
+    sourceID: 'source-1',
+    ...overrides,
+  };
+}
+
+/** Every raw watch row, in a stable order. */
+export async function allWatchRows(store: StoreContext): Promise<ProjectionWatchRow[]> {
+  return store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .orderBy('owner_did')
+    .orderBy('connector_name')
+    .orderBy('model')
+    .orderBy('account_key')
+    .orderBy('source_id')
+    .execute();
+}
+
+/** Overwrites columns of the watch of `identity` directly (to set up states). */
+export async function patchWatchRow(
+  store: StoreContext,
+  identity: ProjectionWatchIdentity,
+  patch: Partial<Omit<ProjectionWatchRow, 'owner_did' | 'connector_name' | 'model' | 'account_key' | 'source_id'>>,
+): Promise<void> {
+  await store.db
+    .updateTable('kubun_connector_projection_watch')
+    .set(patch)
+    .where('owner_did', '=', identity.ownerDID)
+    .where('connector_name', '=', identity.connectorName)
+    .where('model', '=', identity.model)
+    .where('account_key', '=', identity.accountKey)
+    .where('source_id', '=', identity.sourceID)
+    .execute();
 }
 
 /** Inserts a projection watch row for `document_id`. */

@@ -1,7 +1,6 @@
 /**
- * End-to-end helpers: start `src/server/main.ts` as a real child process on an
- * ephemeral port, and (re-exported from postgres.ts) make a scratch Postgres database for
- * it (the server migrates it at start).
+ * Starts `src/server/main.ts` as a real child process on an ephemeral port
+ * and follows its logs. The database and tokens around it: e2e-server.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -118,5 +117,3 @@ export async function startServerProcess(env: Record<string, string>, options: {
     throw error;
   }
 }
-
-export { createScratchPostgresDatabase, type ScratchPostgresDatabase } from './postgres.js';

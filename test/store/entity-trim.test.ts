@@ -7,8 +7,8 @@ import {
   type EntityTrimInput,
 } from '../../src/store/entity-trim/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
-
-const OWNER = 'did:key:z6MkOwner';
+import { OWNER } from '../helpers/row-fixtures.js';
+import { withStatementCounter } from '../helpers/statement-counter.js';
 
 function trim(documentID: string, overrides: Partial<EntityTrimInput> = {}): EntityTrimInput {
   return {
@@ -64,17 +64,7 @@ describeEachDialect('entity trim', (suite) => {
       const a = await setEntityTrim(suite.store, trim('doc-a'));
       const b = await setEntityTrim(suite.store, trim('doc-b', { trimmedFields: { b: true } }));
       await setEntityTrim(suite.store, trim('doc-c'));
-      const statements: string[] = [];
-      const counted = {
-        ...suite.store,
-        db: suite.store.db.withPlugin({
-          transformQuery: (args) => {
-            statements.push(args.node.kind);
-            return args.node;
-          },
-          transformResult: async (args) => args.result,
-        }),
-      };
+      const { store: counted, statements } = withStatementCounter(suite.store);
       const map = await getEntityTrimsByDocumentIDs(counted, ['doc-b', 'missing', 'doc-a', 'doc-b']);
       expect(statements).toHaveLength(1);
       expect([...map.keys()].sort()).toEqual(['doc-a', 'doc-b']);

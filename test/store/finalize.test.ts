@@ -4,8 +4,7 @@ import { getWatch } from '../../src/store/projection-watches/index.js';
 import type { StoreContext } from '../../src/store/context.js';
 import type { OperationRow } from '../../src/db/tables.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { getOperationRow, insertOperationRow, operationKey } from '../helpers/operation-fixtures.js';
-import { allWatchRows, patchWatchRow, watchIdentity } from '../helpers/watch-fixtures.js';
+import { allWatchRows, CALLER, getOperationRow, insertOperationRow, operationKey, OWNER, patchWatchRow, watchIdentity } from '../helpers/row-fixtures.js';
 
 function finalizeInput(op: OperationRow, overrides: Partial<FinalizeOperationInput> = {}): FinalizeOperationInput {
   return {
@@ -48,7 +47,7 @@ describeEachDialect('finalize', (suite) => {
       const rows = await allWatchRows(suite.store);
       expect(rows).toHaveLength(1);
       expect(rows[0]).toEqual({
-        owner_did: 'did:key:zOwner',
+        owner_did: OWNER,
         connector_name: 'google',
         model: 'calendar.event',
         account_key: 'account-1',
@@ -121,7 +120,7 @@ describeEachDialect('finalize', (suite) => {
       }
       const unknown = await finalizeOperationAndArmWatch(
         suite.store,
-        finalizeInput(reconcile, { key: { callerDID: 'did:key:zCaller', operationID: 'never-claimed' } }),
+        finalizeInput(reconcile, { key: { callerDID: CALLER, operationID: 'never-claimed' } }),
       );
       expect(unknown.finalized).toBe(false);
       expect(await allWatchRows(suite.store)).toEqual([]);
@@ -153,7 +152,7 @@ describeEachDialect('finalize', (suite) => {
         const result = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { watchIdentity: identity }));
         expect(result.finalized).toBe(true);
         const ofDocument = (await allWatchRows(suite.store)).filter(
-          (row) => row.owner_did === 'did:key:zOwner' && row.model === 'calendar.event' && row.document_id === 'doc-1',
+          (row) => row.owner_did === OWNER && row.model === 'calendar.event' && row.document_id === 'doc-1',
         );
         expect(ofDocument).toHaveLength(1);
         expect(ofDocument[0]).toMatchObject({

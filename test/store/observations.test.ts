@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { StoreContext } from '../../src/store/context.js';
 import { InvalidInputError, ObservationRecordTypeError } from '../../src/store/errors.js';
 import {
   deleteObservationRepair,
@@ -14,8 +13,9 @@ import {
   type RepairCursor,
 } from '../../src/store/observations/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { OWNER } from '../helpers/row-fixtures.js';
+import { withStatementCounter } from '../helpers/statement-counter.js';
 
-const OWNER = 'did:key:z6MkOwner';
 const SIGNER = 'did:key:z6MkSigner';
 
 function record(overrides: Partial<ObservationRecordInput> = {}): ObservationRecordInput {
@@ -32,19 +32,6 @@ function record(overrides: Partial<ObservationRecordInput> = {}): ObservationRec
 
 function repair(documentID: string, overrides: Partial<ObservationRepairInput> = {}): ObservationRepairInput {
   return { documentID, owner: OWNER, fetchHLC: 'f1', decisionHLC: 'd1', present: true, ...overrides };
-}
-
-/** The store, counting the statements it runs. */
-function counting(store: StoreContext): { store: StoreContext; statements: unknown[] } {
-  const statements: unknown[] = [];
-  const db = store.db.withPlugin({
-    transformQuery: (args) => {
-      statements.push(args.node.kind);
-      return args.node;
-    },
-    transformResult: async (args) => args.result,
-  });
-  return { store: { ...store, db }, statements };
 }
 
 describeEachDialect('observations', (suite) => {
@@ -156,7 +143,7 @@ describeEachDialect('observations', (suite) => {
     it('batched read returns a map of the documents that have a repair, in one statement', async () => {
       const a = await upsertObservationRepair(suite.store, repair('doc-a'));
       const b = await upsertObservationRepair(suite.store, repair('doc-b', { present: false }));
-      const { store, statements } = counting(suite.store);
+      const { store, statements } = withStatementCounter(suite.store);
       const map = await getObservationRepairsByDocumentIDs(store, ['doc-b', 'doc-a', 'missing', 'doc-a']);
       expect(statements).toHaveLength(1);
       expect(map).toEqual(new Map([['doc-a', a], ['doc-b', b]]));

@@ -13,7 +13,8 @@ import {
   type OperationFence,
 } from '../../src/store/operations/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, keyOf, LEASE_MS, rawRow, withHookAfterSelects } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, keyOf, LEASE_MS, withHookAfterSelects } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow } from '../helpers/row-fixtures.js';
 
 const KEY = keyOf(claimInput());
 /** Jitter pinned to its lowest point: the delay is exactly half the exponential step. */
@@ -55,12 +56,12 @@ describeEachDialect('operations: attempts', (suite) => {
       const { fence } = await claimFresh(suite.store);
       await startOperationAttempt(suite.store, fence);
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
-      expect((await rawRow(suite.store, KEY))?.send_marker).toBe('run-1');
+      expect((await getOperationRow(suite.store, KEY))?.send_marker).toBe('run-1');
       await recordOperationOutcome(suite.store, { ...fence, kind: 'retryable', lastHTTPStatus: 503 }, NO_JITTER);
 
       const second = await startOperationAttempt(suite.store, fence);
       expect(second).toMatchObject({ attempts: 2, sendMarkerSet: false, lastKind: null, lastHTTPStatus: null, version: 0 });
-      expect((await rawRow(suite.store, KEY))?.send_marker).toBeNull();
+      expect((await getOperationRow(suite.store, KEY))?.send_marker).toBeNull();
     });
 
     it('refuses to start or send on a reconcile_only operation: it must reconcile first', async () => {
@@ -68,10 +69,10 @@ describeEachDialect('operations: attempts', (suite) => {
       await startOperationAttempt(suite.store, fence);
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
       await recordOperationOutcome(suite.store, { ...fence, kind: 'unknown' }, NO_JITTER);
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       await expect(startOperationAttempt(suite.store, fence)).rejects.toBeInstanceOf(InvalidStateError);
       await expect(markOperationSent(suite.store, { ...fence, sendMarker: 'run-2' })).rejects.toBeInstanceOf(InvalidStateError);
-      expect(await rawRow(suite.store, KEY)).toEqual(before);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
 
     it('refuses an empty send marker', async () => {
@@ -243,9 +244,9 @@ describeEachDialect('operations: attempts', (suite) => {
 
     it('only on reconcile_only operations', async () => {
       const { fence } = await claimFresh(suite.store);
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       await expect(recordReconcileResult(suite.store, { ...fence, landed: true })).rejects.toBeInstanceOf(InvalidStateError);
-      expect(await rawRow(suite.store, KEY)).toEqual(before);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
   });
 });

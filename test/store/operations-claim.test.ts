@@ -16,10 +16,10 @@ import {
   commitDirectly,
   keyOf,
   LEASE_MS,
-  rawRow,
   setColumns,
   withHookAfterSelects,
 } from '../helpers/operation-claim-fixtures.js';
+import { CALLER, getOperationRow, OWNER } from '../helpers/row-fixtures.js';
 
 describeEachDialect('operations: claim', (suite) => {
   describe('a new key', () => {
@@ -31,10 +31,10 @@ describeEachDialect('operations: claim', (suite) => {
       expect(result.replay).toBeUndefined();
       expect(result.lease).toEqual({ token: expect.any(String), expiresAt: now + LEASE_MS, version: 0 });
       expect(result.operation).toEqual({
-        callerDID: 'did:key:z6MkCaller',
+        callerDID: CALLER,
         operationID: 'op-1',
         nodeKey: expect.any(String),
-        ownerDID: 'did:key:z6MkOwner',
+        ownerDID: OWNER,
         connectorName: 'google',
         model: 'contact',
         op: 'create',
@@ -60,7 +60,7 @@ describeEachDialect('operations: claim', (suite) => {
         createdAt: now,
         updatedAt: now,
       });
-      const row = await rawRow(suite.store, keyOf(claimInput()));
+      const row = await getOperationRow(suite.store, keyOf(claimInput()));
       expect(row?.lease_token).toBe(result.lease?.token);
       expect(row?.node_key).toBe(result.operation.nodeKey);
       // Node key, incarnation and token are three independent random ids.
@@ -102,12 +102,12 @@ describeEachDialect('operations: claim', (suite) => {
   describe('an existing key', () => {
     it('with a live lease held: IN_FLIGHT, no lease, row untouched', async () => {
       await claimFresh(suite.store);
-      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const before = await getOperationRow(suite.store, keyOf(claimInput()));
       suite.clock.advance(LEASE_MS - 1);
       const result = await claimOperation(suite.store, claimInput());
       expect(result.outcome).toBe('IN_FLIGHT');
       expect(result.lease).toBeUndefined();
-      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toEqual(before);
     });
 
     const differing: [keyof ClaimOperationInput, string][] = [
@@ -122,11 +122,11 @@ describeEachDialect('operations: claim', (suite) => {
       it(`with a different ${field}: IdempotencyConflictError naming it, row untouched`, async () => {
         await claimFresh(suite.store);
         suite.clock.advance(LEASE_MS * 2); // even an expired lease is not taken over
-        const before = await rawRow(suite.store, keyOf(claimInput()));
+        const before = await getOperationRow(suite.store, keyOf(claimInput()));
         const error = await claimOperation(suite.store, claimInput({ [field]: value })).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(IdempotencyConflictError);
         expect(error).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', field });
-        expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+        expect(await getOperationRow(suite.store, keyOf(claimInput()))).toEqual(before);
       });
     }
 
@@ -150,13 +150,13 @@ describeEachDialect('operations: claim', (suite) => {
     it('committed: REPLAYED with the recorded result, no lease, row untouched', async () => {
       await claimFresh(suite.store);
       await commitDirectly(suite.store, keyOf(claimInput()), 'doc-7', { id: 'provider-7', tags: ['a'] });
-      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const before = await getOperationRow(suite.store, keyOf(claimInput()));
       const result = await claimOperation(suite.store, claimInput());
       expect(result.outcome).toBe('REPLAYED');
       expect(result.lease).toBeUndefined();
       expect(result.replay).toEqual({ documentID: 'doc-7', resultEntity: { id: 'provider-7', tags: ['a'] } });
       expect(result.operation.state).toBe('committed');
-      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toEqual(before);
     });
 
     it('dead: DEAD, no lease, whether or not a lease is live', async () => {
@@ -166,11 +166,11 @@ describeEachDialect('operations: claim', (suite) => {
       expect(live.outcome).toBe('DEAD');
       expect(live.lease).toBeUndefined();
       suite.clock.advance(LEASE_MS * 2);
-      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const before = await getOperationRow(suite.store, keyOf(claimInput()));
       const expired = await claimOperation(suite.store, claimInput());
       expect(expired.outcome).toBe('DEAD');
       expect(expired.operation).toMatchObject({ state: 'dead', lastKind: 'fatal', lastHTTPStatus: 400 });
-      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toEqual(before);
     });
   });
 
@@ -184,7 +184,7 @@ describeEachDialect('operations: claim', (suite) => {
       expect(result.lease).toEqual({ token: expect.any(String), expiresAt: now + LEASE_MS, version: 1 });
       expect(result.lease?.token).not.toBe(first.lease.token);
       expect(result.operation).toMatchObject({ state: 'attempted', version: 1, nodeKey: first.operation.nodeKey, updatedAt: now });
-      expect((await rawRow(suite.store, keyOf(claimInput())))?.lease_token).toBe(result.lease?.token);
+      expect((await getOperationRow(suite.store, keyOf(claimInput())))?.lease_token).toBe(result.lease?.token);
     });
 
     it('of an expired lease with a send marker: the operation becomes reconcile_only', async () => {
@@ -230,24 +230,24 @@ describeEachDialect('operations: claim', (suite) => {
     it('CAS: a takeover based on a stale read changes nothing', async () => {
       await claimFresh(suite.store);
       suite.clock.advance(LEASE_MS);
-      const stale = await rawRow(suite.store, keyOf(claimInput()));
+      const stale = await getOperationRow(suite.store, keyOf(claimInput()));
       await acquireOperationLease(suite.store, { key: keyOf(claimInput()), leaseMs: LEASE_MS });
-      const before = await rawRow(suite.store, keyOf(claimInput()));
+      const before = await getOperationRow(suite.store, keyOf(claimInput()));
       expect(await takeOverLease(suite.store, stale!, LEASE_MS, suite.clock.now())).toBeUndefined();
-      expect(await rawRow(suite.store, keyOf(claimInput()))).toEqual(before);
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toEqual(before);
     });
 
     it('does not steal a lease its holder renewed after the read (renewal keeps the version)', async () => {
       await claimFresh(suite.store);
       suite.clock.advance(LEASE_MS);
-      const stale = await rawRow(suite.store, keyOf(claimInput()));
+      const stale = await getOperationRow(suite.store, keyOf(claimInput()));
       await setColumns(suite.store, keyOf(claimInput()), { lease_expires_at: suite.clock.now() + 5_000 });
       expect(await takeOverLease(suite.store, stale!, LEASE_MS, suite.clock.now())).toBeUndefined();
     });
 
     it('decides reconcile_only from the row at write time (a mark-sent after the read counts)', async () => {
       const { fence } = await claimFresh(suite.store);
-      const readBeforeMark = await rawRow(suite.store, keyOf(claimInput()));
+      const readBeforeMark = await getOperationRow(suite.store, keyOf(claimInput()));
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
       suite.clock.advance(LEASE_MS);
       const taken = await takeOverLease(suite.store, readBeforeMark!, LEASE_MS, suite.clock.now());
@@ -261,7 +261,7 @@ describeEachDialect('operations: claim', (suite) => {
       await expect(claimOperation(suite.store, claimInput({ leaseMs: 1.5 }))).rejects.toBeInstanceOf(InvalidInputError);
       await expect(claimOperation(suite.store, claimInput({ op: 'delete' as never }))).rejects.toMatchObject({ field: 'op' });
       await expect(claimOperation(suite.store, claimInput({ operationID: '' }))).rejects.toMatchObject({ field: 'operationID' });
-      expect(await rawRow(suite.store, keyOf(claimInput()))).toBeUndefined();
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toBeUndefined();
     });
   });
 });

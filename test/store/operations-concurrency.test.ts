@@ -4,7 +4,8 @@ import { createStoreContext, type StoreContext } from '../../src/store/context.j
 import { StaleLeaseError } from '../../src/store/errors.js';
 import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent } from '../../src/store/operations/index.js';
 import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
-import { claimFresh, claimInput, keyOf, LEASE_MS, rawRow } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow } from '../helpers/row-fixtures.js';
 
 const KEY = keyOf(claimInput());
 
@@ -31,7 +32,7 @@ describeEachDialect('operations: concurrency', (suite) => {
       const results = await withPools(([a, b]) => Promise.all([claimOperation(a!, claimInput()), claimOperation(b!, claimInput())]));
       expect(results.map((r) => r.outcome).sort()).toEqual(['CLAIMED', 'IN_FLIGHT']);
       const winner = results.find((r) => r.outcome === 'CLAIMED')!;
-      expect((await rawRow(suite.store, KEY))?.lease_token).toBe(winner.lease?.token);
+      expect((await getOperationRow(suite.store, KEY))?.lease_token).toBe(winner.lease?.token);
       expect(results[0]!.operation.nodeKey).toBe(results[1]!.operation.nodeKey);
     });
 
@@ -53,7 +54,7 @@ describeEachDialect('operations: concurrency', (suite) => {
       expect(winners).toHaveLength(1);
       expect(results.filter((r) => r.outcome === 'IN_FLIGHT')).toHaveLength(19);
       expect(winners[0]!.lease?.version).toBe(1);
-      const row = await rawRow(suite.store, KEY);
+      const row = await getOperationRow(suite.store, KEY);
       expect(row).toMatchObject({ version: 1, lease_token: winners[0]!.lease?.token });
     });
 
@@ -89,7 +90,7 @@ describeEachDialect('operations: concurrency', (suite) => {
         expect(claim.outcome).toBe('CLAIMED');
         const anyMarked = outcomes.includes('marked');
         expect(claim.operation.state).toBe(anyMarked ? 'reconcile_only' : 'attempted');
-        const row = await rawRow(suite.store, KEY);
+        const row = await getOperationRow(suite.store, KEY);
         expect(row?.send_marker !== null).toBe(anyMarked);
       }
     });

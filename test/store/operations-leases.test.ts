@@ -14,7 +14,8 @@ import {
 } from '../../src/store/operations/index.js';
 import type { StoreContext } from '../../src/store/context.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS, rawRow } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow } from '../helpers/row-fixtures.js';
 
 const KEY = keyOf(claimInput());
 
@@ -54,12 +55,12 @@ describeEachDialect('operations: leases', (suite) => {
 
     it('reports a live lease as held (acquired: false) and changes nothing', async () => {
       await claimFresh(suite.store);
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       suite.clock.advance(LEASE_MS - 1);
       const result = await acquireOperationLease(suite.store, { key: KEY, leaseMs: LEASE_MS });
       expect(result).toEqual({ acquired: false, operation: expect.objectContaining({ version: 0 }) });
       expect('lease' in result).toBe(false);
-      expect(await rawRow(suite.store, KEY)).toEqual(before);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
 
     it('refuses terminal operations and unknown keys', async () => {
@@ -96,10 +97,10 @@ describeEachDialect('operations: leases', (suite) => {
     it('refuses an expired lease (acquire a new one) and a wrong token', async () => {
       const { fence } = await claimFresh(suite.store);
       suite.clock.advance(LEASE_MS);
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       await expect(renewOperationLease(suite.store, { ...fence, leaseMs: LEASE_MS })).rejects.toBeInstanceOf(StaleLeaseError);
       await expect(renewOperationLease(suite.store, { ...fence, leaseToken: 'guess', leaseMs: LEASE_MS })).rejects.toBeInstanceOf(StaleLeaseError);
-      expect(await rawRow(suite.store, KEY)).toEqual(before);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
 
     it('refuses a terminal operation with InvalidStateError', async () => {
@@ -114,7 +115,7 @@ describeEachDialect('operations: leases', (suite) => {
       const { fence } = await claimFresh(suite.store);
       const released = await releaseOperationLease(suite.store, fence);
       expect(released).toMatchObject({ version: 0, leaseExpiresAt: null });
-      expect((await rawRow(suite.store, KEY))?.lease_token).toBeNull();
+      expect((await getOperationRow(suite.store, KEY))?.lease_token).toBeNull();
       await expect(releaseOperationLease(suite.store, fence)).rejects.toBeInstanceOf(StaleLeaseError);
     });
 
@@ -138,12 +139,12 @@ describeEachDialect('operations: leases', (suite) => {
       suite.clock.advance(LEASE_MS);
       const taken = await acquireOperationLease(suite.store, { key: KEY, leaseMs: LEASE_MS });
       expect(taken.acquired).toBe(true);
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       for (const [name, write] of holderWrites(suite.store, old.fence)) {
         const error = await write().catch((e: unknown) => e);
         expect(error, name).toBeInstanceOf(StaleLeaseError);
         expect((error as Error).message).not.toContain(old.fence.leaseToken);
-        expect(await rawRow(suite.store, KEY), name).toEqual(before);
+        expect(await getOperationRow(suite.store, KEY), name).toEqual(before);
       }
     });
 
@@ -152,7 +153,7 @@ describeEachDialect('operations: leases', (suite) => {
       suite.clock.advance(LEASE_MS);
       const taken = await acquireOperationLease(suite.store, { key: KEY, leaseMs: LEASE_MS });
       if (!taken.acquired) throw new Error('expected acquired');
-      const before = await rawRow(suite.store, KEY);
+      const before = await getOperationRow(suite.store, KEY);
       const mixed: OperationFence[] = [
         { ...old.fence, version: taken.lease.version },
         { key: KEY, version: old.fence.version, leaseToken: taken.lease.token },
@@ -162,7 +163,7 @@ describeEachDialect('operations: leases', (suite) => {
           await expect(write(), name).rejects.toBeInstanceOf(StaleLeaseError);
         }
       }
-      expect(await rawRow(suite.store, KEY)).toEqual(before);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
 
     it('an expired holder may still report (outcome, release) until a takeover, but may not start or send', async () => {

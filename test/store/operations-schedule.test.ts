@@ -11,7 +11,8 @@ import {
   type OperationFence,
 } from '../../src/store/operations/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS, rawRow, setColumns } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS, setColumns } from '../helpers/operation-claim-fixtures.js';
+import { getOperationRow, OWNER } from '../helpers/row-fixtures.js';
 
 describeEachDialect('operations: scheduling', (suite) => {
   async function deferred(operationID: string, kind: 'offline' | 'auth', overrides: Parameters<typeof claimInput>[0] = {}): Promise<OperationFence> {
@@ -29,7 +30,7 @@ describeEachDialect('operations: scheduling', (suite) => {
       const auth = await deferred('c', 'auth');
       const dead = await deferred('d', 'offline');
       await setColumns(suite.store, dead.key, { state: 'dead' });
-      const authBefore = await rawRow(suite.store, auth.key);
+      const authBefore = await getOperationRow(suite.store, auth.key);
       suite.clock.advance(1_000);
       const now = suite.clock.now();
 
@@ -37,7 +38,7 @@ describeEachDialect('operations: scheduling', (suite) => {
       for (const fence of [a, b]) {
         expect(await getOperationByKey(suite.store, fence.key)).toMatchObject({ nextAttemptAt: now, deferReason: null, attempts: 0, version: 0 });
       }
-      expect(await rawRow(suite.store, auth.key)).toEqual(authBefore);
+      expect(await getOperationRow(suite.store, auth.key)).toEqual(authBefore);
       expect((await getOperationByKey(suite.store, dead.key))?.deferReason).toBe('offline');
       expect(await resumeDeferred(suite.store, { reason: 'offline' })).toHaveLength(0);
     });
@@ -47,7 +48,7 @@ describeEachDialect('operations: scheduling', (suite) => {
       const theirs = await deferred('b', 'offline', { ownerDID: 'did:key:z6MkOtherOwner' });
       suite.clock.advance(1_000);
 
-      expect(await resumeDeferred(suite.store, { reason: 'offline', ownerDID: 'did:key:z6MkOwner' })).toHaveLength(1);
+      expect(await resumeDeferred(suite.store, { reason: 'offline', ownerDID: OWNER })).toHaveLength(1);
       expect(await getOperationByKey(suite.store, mine.key)).toMatchObject({ nextAttemptAt: suite.clock.now(), deferReason: null });
       expect((await getOperationByKey(suite.store, theirs.key))?.deferReason).toBe('offline');
     });
@@ -59,7 +60,7 @@ describeEachDialect('operations: scheduling', (suite) => {
       const offline = await deferred('d', 'offline');
       suite.clock.advance(1_000);
 
-      expect(await resumeDeferred(suite.store, { reason: 'auth', ownerDID: 'did:key:z6MkOwner', connectorName: 'google' })).toHaveLength(1);
+      expect(await resumeDeferred(suite.store, { reason: 'auth', ownerDID: OWNER, connectorName: 'google' })).toHaveLength(1);
       expect(await getOperationByKey(suite.store, mine.key)).toMatchObject({ nextAttemptAt: suite.clock.now(), deferReason: null });
       for (const fence of [otherConnector, otherOwner]) expect((await getOperationByKey(suite.store, fence.key))?.deferReason).toBe('auth');
       expect((await getOperationByKey(suite.store, offline.key))?.deferReason).toBe('offline');

@@ -10,6 +10,7 @@ import {
   type NewPendingAuth,
 } from '../../src/store/pending-auth/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { OWNER } from '../helpers/row-fixtures.js';
 
 const VERIFIER = 'pkce-verifier-Secret-0123456789abcdefghijklmnopqrstuvwxyz';
 const MINUTE = 60_000;
@@ -20,7 +21,7 @@ describeEachDialect('pending auth', (suite) => {
       state: 'state-1',
       codeVerifier: VERIFIER,
       provider: 'google',
-      ownerDID: 'did:key:z6MkOwner',
+      ownerDID: OWNER,
       redirectURL: 'https://app.example/callback',
       scopes: ['calendar.read', 'contacts.read'],
       expiresAt: suite.clock.now() + 10 * MINUTE,
@@ -52,7 +53,7 @@ describeEachDialect('pending auth', (suite) => {
         state: 'state-1',
         codeVerifier: VERIFIER,
         provider: 'google',
-        ownerDID: 'did:key:z6MkOwner',
+        ownerDID: OWNER,
         ownerWrappableDID: 'did:key:z6MkWrapO',
         controllerWrappableDID: 'did:key:z6MkWrapC',
         createdAt: suite.clock.now(),

@@ -26,8 +26,7 @@ import {
 } from '../../src/store/projection-watches/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { withStatementCounter } from '../helpers/statement-counter.js';
-import { insertOperationRow, operationKey } from '../helpers/operation-fixtures.js';
-import { allWatchRows, patchWatchRow, watchIdentity } from '../helpers/watch-fixtures.js';
+import { allWatchRows, insertOperationRow, operationKey, OTHER_OWNER, OWNER, patchWatchRow, watchIdentity } from '../helpers/row-fixtures.js';
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -92,16 +91,16 @@ describeEachDialect('projection watches', (suite) => {
 
     it('creating a watch supersedes the document watch under another identity, and only that one', async () => {
       await createWatch(watchIdentity({ sourceID: 'old-source' }), 'doc-1');
-      await createWatch(watchIdentity({ ownerDID: 'did:key:zOther', sourceID: 'old-source' }), 'doc-1');
+      await createWatch(watchIdentity({ ownerDID: OTHER_OWNER, sourceID: 'old-source' }), 'doc-1');
       await createWatch(watchIdentity({ sourceID: 'unrelated' }), 'doc-2');
 
       await createWatch(watchIdentity({ connectorName: 'outlook' }), 'doc-1');
 
       const rows = await allWatchRows(suite.store);
       expect(rows.map((r) => [r.owner_did, r.connector_name, r.source_id, r.document_id])).toEqual([
-        ['did:key:zOther', 'google', 'old-source', 'doc-1'],
-        ['did:key:zOwner', 'google', 'unrelated', 'doc-2'],
-        ['did:key:zOwner', 'outlook', 'source-1', 'doc-1'],
+        [OTHER_OWNER, 'google', 'old-source', 'doc-1'],
+        [OWNER, 'google', 'unrelated', 'doc-2'],
+        [OWNER, 'outlook', 'source-1', 'doc-1'],
       ]);
     });
 
@@ -247,7 +246,7 @@ describeEachDialect('projection watches', (suite) => {
 
     it('by node key: re-arms that watch, hides others’ watches and unknown keys alike', async () => {
       const created = await createWatch();
-      const watch = await requestRepullByNodeKey(suite.store, created.nodeKey, { visibleTo: 'did:key:zOwner' });
+      const watch = await requestRepullByNodeKey(suite.store, created.nodeKey, { visibleTo: OWNER });
       expect(watch).toMatchObject({ nodeKey: created.nodeKey, repairGeneration: 1, version: 1 });
 
       const before = await rowOf();
@@ -448,9 +447,9 @@ describeEachDialect('projection watches', (suite) => {
       });
       expect(await listDueWatches(suite.store, { limit: 10 })).toEqual([]);
 
-      await createWatch(watchIdentity({ ownerDID: 'did:key:zOther' }), 'doc-9');
+      await createWatch(watchIdentity({ ownerDID: OTHER_OWNER }), 'doc-9');
       suite.clock.advance(SECOND);
-      expect(await resumeOfflineWatches(suite.store, { ownerDID: 'did:key:zOther' })).toHaveLength(0);
+      expect(await resumeOfflineWatches(suite.store, { ownerDID: OTHER_OWNER })).toHaveLength(0);
       expect(await resumeOfflineWatches(suite.store)).toHaveLength(1);
       const resumed = await getWatch(suite.store, watchIdentity());
       expect(resumed).toMatchObject({ deferReason: null, nextAttemptAt: suite.clock.now(), version: claimed.version + 1 });

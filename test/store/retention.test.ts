@@ -8,6 +8,7 @@ import {
   insertOperationRow,
   insertPendingAuthRow,
   insertReceiptRow,
+  operationRowValues,
 } from '../helpers/row-fixtures.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -164,23 +165,7 @@ describeEachDialect('retention', (suite) => {
     await store.db
       .insertInto('kubun_connector_operation')
       .values(
-        Array.from({ length: 200 }, (_, i) => ({
-          caller_did: 'did:key:z6MkCaller',
-          operation_id: `bulk-${i}`,
-          node_key: `bulk-node-${i}`,
-          owner_did: 'did:key:z6MkOwner',
-          connector_name: 'google',
-          model: 'm',
-          op: 'create',
-          account_key: 'a',
-          target: 't',
-          deterministic_event_id: `e-${i}`,
-          payload_hash: 'h',
-          reissue_intent: 'none',
-          state: 'committed',
-          created_at: old,
-          updated_at: old,
-        })),
+        Array.from({ length: 200 }, () => operationRowValues(store, { state: 'committed', created_at: old, updated_at: old })),
       )
       .execute();
     const results = await Promise.all(Array.from({ length: 4 }, () => runRetention(store, { batchSize: 10 })));

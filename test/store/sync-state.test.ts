@@ -16,6 +16,7 @@ import {
   type SyncStateInput,
 } from '../../src/store/sync-state/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { withStatementCounter } from '../helpers/statement-counter.js';
 
 const OWNER = 'did:key:z6MkOwnerA';
 const OTHER = 'did:key:z6MkOwnerB';
@@ -356,17 +357,7 @@ describeEachDialect('sync state', (suite) => {
     it('batched read is aligned with the input, null for unknown keys, repeated keys allowed', async () => {
       const a = await setSyncState(suite.store, CONNECTOR, OWNER, input());
       const b = await setSyncState(suite.store, 'github', OTHER, input());
-      const statements: string[] = [];
-      const counted: StoreContext = {
-        ...suite.store,
-        db: suite.store.db.withPlugin({
-          transformQuery: (args) => {
-            statements.push(args.node.kind);
-            return args.node;
-          },
-          transformResult: async (args) => args.result,
-        }),
-      };
+      const { store: counted, statements } = withStatementCounter(suite.store);
       const result = await getSyncStatesByNodeKeys(counted, [b.nodeKey, 'nope', a.nodeKey, b.nodeKey]);
       expect(result).toEqual([b, null, a, b]);
       expect(statements).toHaveLength(1);

@@ -1,0 +1,125 @@
+/**
+ * The start-up every end-to-end file shares: principals with real bearer
+ * tokens, one or more server processes (server-process.ts) over one fresh
+ * database (a temporary SQLite file or a scratch Postgres database, which the
+ * first server migrates), teardown of both, and a GraphQL POST over HTTP.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
+import type { DialectName } from '../../src/db/connect.js';
+import { createScratchPostgresDatabase } from './postgres.js';
+import { startServerProcess, type ServerProcess } from './server-process.js';
+
+/** The keys of an e2e file's principals and, once {@link E2EPrincipals.mint} ran, their tokens. */
+export interface E2EPrincipals<Name extends string> {
+  keys: Record<Name, LocalKey>;
+  /** Bearer tokens for the audience (empty until `mint()`). */
+  tokens: Record<Name, string>;
+  /** Mints a one-hour token of every principal (in a `beforeAll`: the keys exist at import already). */
+  mint(): Promise<void>;
+}
+
+/** Generates a key for each of `names`, for servers that expect `audience`. */
+export function e2ePrincipals<const Name extends string>(audience: string, names: readonly Name[]): E2EPrincipals<Name> {
+  const keys = Object.fromEntries(names.map((name) => [name, generateLocalKey()])) as Record<Name, LocalKey>;
+  const tokens = {} as Record<Name, string>;
+  return {
+    keys,
+    tokens,
+    mint: async () => {
+      for (const name of names) tokens[name] = await mintToken({ privateKey: keys[name].privateKey, audience, ttlSeconds: 3600 });
+    },
+  };
+}
+
+/** What {@link startE2EServers} needs. */
+export interface E2EServerOptions {
+  /** `AUTH_AUDIENCE` of the servers. */
+  audience: string;
+  /** The one `SERVICE_DIDS` entry. */
+  serviceDID: string;
+  /** Names the temporary directory (`cs-NAME-…`) or scratch database (`cs_NAME_…`). */
+  name: string;
+  /** Added to (and overriding) the shared production-like environment. */
+  env?: Record<string, string>;
+  /** Servers to start over the one database (default 1). */
+  replicas?: number;
+}
+
+/** Servers started by {@link startE2EServers}. */
+export interface E2EServers {
+  /** The first server (the only one unless `replicas` > 1). */
+  server: ServerProcess;
+  /** Every server, in start order. */
+  servers: ServerProcess[];
+  /** Kills the servers, then removes the database; idempotent. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Makes a fresh database for `dialect` and starts `replicas` servers on it,
+ * one after the other: the first migrates, the others find nothing to do.
+ * If any step fails, whatever was made is removed before the error is rethrown.
+ */
+export async function startE2EServers(dialect: DialectName, options: E2EServerOptions): Promise<E2EServers> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  let disposed: Promise<void> | undefined;
+  const dispose = () =>
+    (disposed ??= (async () => {
+      for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+    })());
+  const env: Record<string, string> = {
+    NODE_ENV: 'production',
+    AUTH_AUDIENCE: options.audience,
+    SERVICE_DIDS: options.serviceDID,
+    // `info`, not quieter: the bound port and the shutdown steps are info lines.
+    LOG_LEVEL: 'info',
+    RETENTION_INTERVAL_MS: '0',
+    ...options.env,
+  };
+  try {
+    if (dialect === 'sqlite') {
+      const dir = mkdtempSync(join(tmpdir(), `cs-${options.name}-`));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
+    } else {
+      const database = await createScratchPostgresDatabase(`cs_${options.name}`);
+      cleanups.push(() => database.drop());
+      env.DATABASE_URL = database.url;
+    }
+    const servers: ServerProcess[] = [];
+    for (let i = 0; i < (options.replicas ?? 1); i++) {
+      const server = await startServerProcess(env);
+      // Killed before the database goes away (cleanups run in reverse).
+      cleanups.push(() => server.kill());
+      servers.push(server);
+    }
+    return { server: servers[0]!, servers, dispose };
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+}
+
+/** A GraphQL response as JSON. */
+export interface GraphQLBody<T = any> {
+  data?: T | null;
+  errors?: { message: string; extensions?: Record<string, unknown> }[];
+}
+
+/** POSTs one GraphQL request to `server` with `token` as bearer; returns the HTTP status and the parsed body. */
+export async function postGraphQL<T = any>(
+  server: ServerProcess,
+  token: string,
+  query: string,
+  variables: unknown = {},
+): Promise<{ status: number; body: GraphQLBody<T> }> {
+  const response = await fetch(`${server.origin}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  return { status: response.status, body: (await response.json()) as GraphQLBody<T> };
+}
