@@ -9,6 +9,7 @@ import { getOperationByKey } from '../../src/store/operations/index.js';
 import { describeGraphQL } from '../helpers/graphql.js';
 import { CLAIM_WATCH_ATTEMPT, FINALIZE, REQUEST_REPULL, UPDATE_SYNC_PROGRESS } from '../helpers/graphql-documents.js';
 import { nodeID, seedClaim, seedSyncState, seedWatch, unknownNodeID } from '../helpers/graphql-seed.js';
+import { claimInput } from '../helpers/operation-graphql.js';
 
 const RELEASE = /* GraphQL */ `
   mutation Release($input: ReleaseOperationLeaseInput!) {
@@ -25,20 +26,6 @@ const CLAIM = /* GraphQL */ `
     }
   }
 `;
-
-const claimInput = (overrides: Record<string, unknown> = {}) => ({
-  operationID: 'edge-op-1',
-  connectorName: 'google',
-  model: 'calendar.event',
-  op: 'CREATE',
-  accountKey: 'primary',
-  target: 'calendar:primary',
-  deterministicEventID: 'event-1',
-  payloadHash: 'hash-1',
-  reissueIntent: 'create-once',
-  leaseMs: 60_000,
-  ...overrides,
-});
 
 describeGraphQL('graphql input edges', (suite) => {
   describe('every bad id is a NotFoundError in the result union', () => {
