@@ -5,24 +5,13 @@
  */
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
-import { getEntityTrimsByDocumentIDs, type EntityTrimRecord } from '../src/store/entity-trim/index.js';
 import { LIVE_OPERATION_STATES, type ConnectorOperation } from '../src/store/operations/index.js';
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
 import type { GraphQLContext } from './context.js';
+import { loadEntityTrimsByDocumentIDs } from './entity-trim.js';
 import { loadOperationsByDocumentIDs } from './operations.js';
 import { canSeeOwned } from './viewer.js';
 import { loadWatchesByDocumentIDs } from './watches.js';
-
-export type { EntityTrimRecord } from '../src/store/entity-trim/index.js';
-
-/** Batch loader of each document's visible trim record. */
-export async function loadEntityTrimsByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<(EntityTrimRecord | null)[]> {
-  const byDocument = await getEntityTrimsByDocumentIDs(ctx.store, documentIDs);
-  return documentIDs.map((id) => {
-    const trim = byDocument.get(id) ?? null;
-    return trim !== null && canSeeOwned(ctx.viewer, trim) ? trim : null;
-  });
-}
 
 /** Batch loader of each document's visible sweep candidates (deletion candidates of a listing pass). */
 export async function loadSweepCandidatesByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<SweepCandidate[][]> {

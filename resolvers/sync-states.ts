@@ -1,11 +1,13 @@
 /** Thin resolvers of the sync-state API. No SQL here. */
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import { NotFoundError } from '../src/store/errors.js';
 import * as syncStates from '../src/store/sync-state/index.js';
 import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
 import type { GraphQLContext } from './context.js';
 import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
-import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
+import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 export type { SyncState } from '../src/store/sync-state/index.js';
 
@@ -42,6 +44,34 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
     ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, (s) => ({ connectorName: s.connectorName, ownerDID: s.ownerDID })),
     totalCount: () => syncStates.countSyncStates(ctx.store, scope),
   };
+}
+
+/** `syncState(connectorName, ownerDID)`: one sync state by its key; the owner defaults to the viewer. Invisible → null. */
+export async function syncStateByKey(args: { connectorName: string; ownerDID?: string | null }, ctx: GraphQLContext): Promise<SyncState | null> {
+  const state = await syncStateKeyLoader(ctx).load({ connectorName: args.connectorName, ownerDID: args.ownerDID ?? viewerDID(ctx.viewer) });
+  return state !== null && canSeeOwned(ctx.viewer, state) ? state : null;
+}
+
+/** Per-request loader of sync states by (connector, owner): aliased lookups cost one statement. */
+const syncStateKeyLoader = createContextCache(
+  (ctx: GraphQLContext) =>
+    new DataLoader((keys: readonly syncStates.SyncStateKey[]) => syncStates.getSyncStatesByKeys(ctx.store, keys), {
+      cacheKeyFn: (key) => JSON.stringify([key.connectorName, key.ownerDID]),
+      maxBatchSize: 500,
+    }),
+);
+
+/**
+ * `deleteSyncState`: deletes a visible sync state, exactly the row the id
+ * names. A later `setSyncState` creates a new row: version 0, a new
+ * incarnation and a new node id.
+ */
+export async function deleteSyncState(state: SyncState | null, ctx: GraphQLContext): Promise<{ deletedNodeKey: string }> {
+  if (state === null) throw new NotFoundError('sync state');
+  // Deleted in between by someone else: nothing to show, same as not found.
+  if (!(await syncStates.deleteSyncStateByNodeKey(ctx.store, state.nodeKey))) throw new NotFoundError('sync state');
+  await announce(ctx, 'syncState', [state.nodeKey]);
+  return { deletedNodeKey: state.nodeKey };
 }
 
 /** Input of `setSyncState`. */

@@ -1,13 +1,13 @@
 /** Thin resolvers of the watch API. No SQL here. */
 import * as watches from '../src/store/projection-watches/index.js';
-import type { ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
+import type { ArmWatchResult, ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import type { GraphQLContext } from './context.js';
 import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
-import { canSeeOwned, visibilityScope } from './viewer.js';
+import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
 
-export { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch } from '../src/store/projection-watches/index.js';
+export { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 
 /** Batch loader of the `ProjectionWatch` node: invisible rows load as null, like missing ones. */
 export async function loadWatchesByNodeKeys(nodeKeys: readonly string[], ctx: GraphQLContext): Promise<(ProjectionWatch | null)[]> {
@@ -55,6 +55,38 @@ export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterA
 /** `dueWatches` (service principals): watches pending verification, due now and unclaimed, oldest first. */
 export function listDueWatches(first: number, ctx: GraphQLContext): Promise<ProjectionWatch[]> {
   return watches.listDueWatches(ctx.store, { limit: first });
+}
+
+/** Input of `armWatch`: the watch identity (owner defaults to the viewer), why, and when. */
+export interface ArmWatchArgs {
+  ownerDID?: string | null;
+  connectorName: string;
+  model: string;
+  accountKey: string;
+  sourceID: string;
+  documentID?: string | null;
+  reason: 'ingest' | 'repair' | 'manual';
+  dueAt?: Date | null;
+  observedWinnerDigest?: string | null;
+}
+
+/**
+ * `armWatch` (SPEC §3.5): creates the watch (with `documentID`) or opens a
+ * new generation; `INGEST` on a pending watch only moves `nextAttemptAt`
+ * (coalesced, version kept). For the viewer's own watches; a service may
+ * name any owner. `WRITE` arms belong to finalize and are not offered here.
+ */
+export async function armWatch(input: ArmWatchArgs, ctx: GraphQLContext): Promise<ArmWatchResult> {
+  const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
+  const result = await watches.armWatch(ctx.store, {
+    identity: { ownerDID, connectorName: input.connectorName, model: input.model, accountKey: input.accountKey, sourceID: input.sourceID },
+    reason: input.reason,
+    ...(input.documentID != null && { documentID: input.documentID }),
+    ...(input.dueAt != null && { dueAt: input.dueAt.getTime() }),
+    ...(input.observedWinnerDigest !== undefined && { observedWinnerDigest: input.observedWinnerDigest }),
+  });
+  await announce(ctx, 'watch', [result.watch.nodeKey]);
+  return result;
 }
 
 /** `requestRepull`: re-arm a visible watch (a new generation), due at `dueAt` or now. */

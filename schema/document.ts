@@ -4,25 +4,15 @@
  * per-request DataLoader, so N documents cost one statement per table, not N.
  */
 import { z } from 'zod';
-import { documentLoaders, documentState, hasConnectorWork, type EntityTrimRecord } from '../resolvers/documents.js';
+import { documentLoaders, documentState, hasConnectorWork } from '../resolvers/documents.js';
 import { builder } from './builder.js';
+import { EntityTrim } from './entity-trim.js';
 import { documentIDInput } from './inputs.js';
 import { ConnectorOperation } from './operation.js';
 import { ProjectionWatch } from './watch.js';
 
 /** Most documents one `documents` call may name. */
 export const MAX_DOCUMENTS = 100;
-
-const EntityTrim = builder.objectRef<EntityTrimRecord>('EntityTrim').implement({
-  description: 'The source values trimmed to fit a model’s caps at the document’s last write.',
-  fields: (t) => ({
-    documentID: t.exposeString('documentID'),
-    ownerDID: t.expose('ownerDID', { type: 'DID' }),
-    connectorName: t.exposeString('connectorName'),
-    trimmedFields: t.expose('trimmedFields', { type: 'JSON' }),
-    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
-  }),
-});
 
 const DocumentConnectorState = builder.objectRef<{ documentID: string }>('DocumentConnectorState').implement({
   description: 'What the connector store holds about one local document, as far as the viewer may see.',

@@ -6,6 +6,7 @@ import './server-info.js';
 import './operation.js';
 import './watch.js';
 import './sync-state.js';
+import './entity-trim.js';
 import './document.js';
 import './pending-auth.js';
 import './subscriptions.js';

@@ -11,3 +11,41 @@ export const leaseMsInput = z.number().int().min(1_000, 'must be at least 1000 m
 export const versionInput = z.number().int().min(0, 'must not be negative');
 /** Local document ids. */
 export const documentIDInput = z.string().min(1, 'must not be empty').max(512, 'must be at most 512 characters');
+
+/** Largest JSON input value, serialized. */
+export const MAX_JSON_INPUT_BYTES = 256 * 1024;
+/** Deepest nesting of a JSON input value (arrays and objects). */
+export const MAX_JSON_INPUT_DEPTH = 64;
+
+/**
+ * Where a JSON value breaks the bounds: nested deeper than `maxDepth`, or
+ * longer than `maxBytes` serialized. Walks iteratively, so hostile nesting
+ * cannot overflow the stack here (JSON.stringify later would).
+ */
+export function jsonBoundsProblem(value: unknown, maxBytes = MAX_JSON_INPUT_BYTES, maxDepth = MAX_JSON_INPUT_DEPTH): string | null {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth >= maxDepth) return `must be nested at most ${maxDepth} levels deep`;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return (JSON.stringify(value) ?? '').length > maxBytes ? `must be at most ${maxBytes} bytes as JSON` : null;
+}
+
+/** Any JSON value within {@link MAX_JSON_INPUT_BYTES} and {@link MAX_JSON_INPUT_DEPTH}. */
+export const jsonInput = z.unknown().superRefine((value, context) => {
+  const problem = jsonBoundsProblem(value);
+  if (problem !== null) context.addIssue({ code: 'custom', message: problem });
+});
+
+/** A JSON object (field name → value) within the same bounds. */
+export const jsonObjectInput = z
+  .custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), { message: 'must be a JSON object' })
+  .superRefine((value, context) => {
+    const problem = jsonBoundsProblem(value);
+    if (problem !== null) context.addIssue({ code: 'custom', message: problem });
+  });
+
+/** Hybrid logical clock stamps and op hashes: opaque, bounded. */
+export const hlcInput = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');

@@ -25,7 +25,7 @@ import { loadNode, type DecodedNodeID } from './node-ids.js';
 import { builder, type Types } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { FENCED_WRITE_ERRORS } from './errors.js';
-import { documentIDInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
+import { documentIDInput, jsonInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
 import { ProjectionWatch } from './watch.js';
 
 export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {
@@ -283,7 +283,7 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
     leaseToken: t.string({ validate: textInput }),
     documentID: t.string({ validate: documentIDInput, description: 'The local document the write produced or updated.' }),
     sourceID: t.string({ validate: textInput, description: 'The provider’s id of the written document.' }),
-    resultEntity: t.field({ type: 'JSON', required: false }),
+    resultEntity: t.field({ type: 'JSON', required: false, validate: jsonInput }),
     currentWinnerDigest: t.string({ required: false, validate: textInput.optional().nullable() }),
   }),
 });

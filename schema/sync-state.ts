@@ -6,7 +6,8 @@ import * as resolve from '../resolvers/sync-states.js';
 import type { SyncState as SyncStateShape } from '../resolvers/sync-states.js';
 import { loadNode } from './node-ids.js';
 import { builder } from './builder.js';
-import { nameInput, textInput, versionInput } from './inputs.js';
+import { encodeNodeID } from './global-id.js';
+import { jsonInput, nameInput, textInput, versionInput } from './inputs.js';
 
 export const SyncState = builder.loadableNode('SyncState', {
   description: 'One connector’s sync checkpoint for one owner.',
@@ -60,11 +61,11 @@ const UpdateSyncProgressInput = builder.inputType('UpdateSyncProgressInput', {
     id: t.globalID(),
     expectedVersion: t.int({ validate: versionInput }),
     expectedIncarnation: t.string({ validate: textInput }),
-    checkpoint: t.field({ type: 'JSON', required: false }),
+    checkpoint: t.field({ type: 'JSON', required: false, validate: jsonInput }),
     lastSyncedAt: t.string({ validate: nameInput }),
     entityCount: t.int({ validate: z.number().int().min(0) }),
     error: t.string({ required: false, validate: z.string().max(10_000).optional().nullable() }),
-    recovery: t.field({ type: 'JSON', required: false }),
+    recovery: t.field({ type: 'JSON', required: false, validate: jsonInput }),
   }),
 });
 
@@ -80,18 +81,54 @@ const SetSyncStateInput = builder.inputType('SetSyncStateInput', {
   fields: (t) => ({
     connectorName: t.string({ validate: nameInput }),
     ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
-    checkpoint: t.field({ type: 'JSON', required: false }),
+    checkpoint: t.field({ type: 'JSON', required: false, validate: jsonInput }),
     lastSyncedAt: t.string({ validate: nameInput }),
     entityCount: t.int({ validate: z.number().int().min(0) }),
     status: t.string({ validate: nameInput }),
     error: t.string({ required: false, validate: z.string().max(10_000).optional().nullable() }),
-    recovery: t.field({ type: 'JSON', required: false }),
+    recovery: t.field({ type: 'JSON', required: false, validate: jsonInput }),
   }),
 });
 
 const SyncStatePayload = builder.objectRef<{ syncState: SyncStateShape }>('SyncStatePayload').implement({
   fields: (t) => ({ syncState: t.field({ type: SyncState, resolve: (r) => r.syncState }) }),
 });
+
+builder.queryField('syncState', (t) =>
+  t.field({
+    type: SyncState,
+    nullable: true,
+    description: 'One sync state by its key; `ownerDID` defaults to the viewer. Null when missing or not visible.',
+    authScopes: { authenticated: true },
+    args: {
+      connectorName: t.arg.string({ required: true, validate: nameInput }),
+      ownerDID: t.arg({ type: 'DID', required: false }),
+    },
+    resolve: (_root, args, ctx) => resolve.syncStateByKey(args, ctx),
+  }),
+);
+
+const DeleteSyncStateInput = builder.inputType('DeleteSyncStateInput', {
+  description: 'Delete a sync state. Setting it again later creates a new one: version 0, a new incarnation and a new id.',
+  fields: (t) => ({ id: t.globalID() }),
+});
+
+const DeleteSyncStatePayload = builder.objectRef<{ deletedNodeKey: string }>('DeleteSyncStatePayload').implement({
+  fields: (t) => ({
+    deletedID: t.id({ description: 'The id of the deleted sync state.', resolve: (r) => encodeNodeID('SyncState', r.deletedNodeKey) }),
+  }),
+});
+
+builder.mutationField('deleteSyncState', (t) =>
+  t.field({
+    authScopes: { authenticated: true },
+    description: 'Delete a sync state you may see (its owner, or a service).',
+    type: DeleteSyncStatePayload,
+    args: { input: t.arg({ type: DeleteSyncStateInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'DeleteSyncStateResult' } },
+    resolve: async (_root, { input }, ctx) => resolve.deleteSyncState(await loadNode(SyncState, input.id, ctx), ctx),
+  }),
+);
 
 builder.mutationField('setSyncState', (t) =>
   t.field({

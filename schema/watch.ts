@@ -5,14 +5,14 @@
  */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
+import { ForbiddenError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/watches.js';
-import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode } from './node-ids.js';
 import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
-import { textInput, versionInput } from './inputs.js';
+import { documentIDInput, nameInput, textInput, versionInput } from './inputs.js';
 
 export const VerificationStatus = builder.enumType('VerificationStatus', {
   description: 'PENDING_VERIFICATION: a verification round is open. VERIFIED: the provider matches the local state. FAILED: gave up after the maximum mismatches.',
@@ -82,6 +82,47 @@ builder.queryField('dueWatches', (t) =>
   }),
 );
 
+const ArmWatchReason = builder.enumType('ArmWatchReason', {
+  description:
+    'INGEST: a sync saw the provider document change; coalesces on a watch already pending (only nextAttemptAt moves, the version stays). REPAIR: a repair obligation needs a fresh check. MANUAL: an operator asked. REPAIR and MANUAL always open a new generation.',
+  values: enumValues(['ingest', 'repair', 'manual'] as const),
+});
+
+const ArmWatchOutcome = builder.enumType('ArmWatchOutcome', {
+  description: 'CREATED: a new watch. REARMED: a new generation of an existing watch. COALESCED: an ingest on a pending watch only moved nextAttemptAt.',
+  values: enumValues(['created', 'rearmed', 'coalesced'] as const),
+});
+
+const ArmWatchInput = builder.inputType('ArmWatchInput', {
+  description: 'Arm the watch of a provider document for verification (SPEC §3.5).',
+  fields: (t) => ({
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
+    connectorName: t.string({ validate: nameInput }),
+    model: t.string({ validate: nameInput }),
+    accountKey: t.string({ validate: textInput }),
+    sourceID: t.string({ validate: textInput, description: 'The provider’s id of the document.' }),
+    documentID: t.string({
+      required: false,
+      validate: documentIDInput.optional().nullable(),
+      description: 'The local document: needed to create the watch; an existing watch keeps its document.',
+    }),
+    reason: t.field({ type: ArmWatchReason }),
+    dueAt: t.field({ type: 'DateTime', required: false, description: 'When the attempt is due. Default: now.' }),
+    observedWinnerDigest: t.string({
+      required: false,
+      validate: textInput.optional().nullable(),
+      description: 'Digest of the winner observed at the provider; kept as stored when omitted (a coalesce ignores it).',
+    }),
+  }),
+});
+
+const ArmWatchPayload = builder.objectRef<ArmWatchResult>('ArmWatchPayload').implement({
+  fields: (t) => ({
+    outcome: t.expose('outcome', { type: ArmWatchOutcome }),
+    watch: t.field({ type: ProjectionWatch, resolve: (r) => r.watch }),
+  }),
+});
+
 const RequestRepullInput = builder.inputType('RequestRepullInput', {
   description: 'Re-arm a watch: a new verification generation, due at `dueAt` (default now).',
   fields: (t) => ({
@@ -129,6 +170,14 @@ const RecordVerificationPayload = builder.objectRef<{ stale: boolean; watch: Wat
 const mutation = { authScopes: { authenticated: true } } as const;
 
 builder.mutationFields((t) => ({
+  armWatch: t.field({
+    ...mutation,
+    description: 'Create or re-arm a watch: INGEST (coalesces on a pending watch), REPAIR or MANUAL (a new generation).',
+    type: ArmWatchPayload,
+    args: { input: t.arg({ type: ArmWatchInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError, ForbiddenError, StaleVersionError], directResult: true, union: { name: 'ArmWatchResult' } },
+    resolve: (_root, { input }, ctx) => resolve.armWatch(input, ctx),
+  }),
   requestRepull: t.field({
     ...mutation,
     description: 'Re-arm a watch (a new generation). The worker’s sweep tick picks it up when due.',

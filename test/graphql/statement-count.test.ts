@@ -128,4 +128,14 @@ describeGraphQL('graphql statement count', (suite) => {
     expect(edges).toHaveLength(50);
     expect(edges.every((e) => e.node.watch !== null)).toBe(true);
   });
+
+  it.each(['alice', 'worker'] as const)('syncState(connectorName) lookups under 30 aliases cost what one costs: one statement (%s)', async (as) => {
+    const lookups = (n: number) =>
+      `{ ${Array.from({ length: n }, (_, i) => `s${i}: syncState(connectorName: "doc-connector-${i}", ownerDID: "${suite.keys.alice.did}") { id }`).join(' ')} }`;
+    const one = await measure(lookups(1), {}, as);
+    const thirty = await measure(lookups(30), {}, as);
+    expect(one.count).toBe(1);
+    expect(thirty.count).toBe(1);
+    expect(Object.values(thirty.data).every((state) => state !== null)).toBe(true);
+  });
 });

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { deleteSyncState, getSyncState } from '../../src/store/sync-state/index.js';
 import { describeGraphQL, type GraphQLResponse, type Principal } from '../helpers/graphql.js';
-import { SYNC_STATES, UPDATE_SYNC_PROGRESS } from '../helpers/graphql-documents.js';
+import { SYNC_STATE_FIELDS, SYNC_STATES, UPDATE_SYNC_PROGRESS } from '../helpers/graphql-documents.js';
 import { seedSyncState, unknownNodeID } from '../helpers/graphql-seed.js';
 
 describeGraphQL('graphql sync states', (suite) => {
@@ -199,6 +199,52 @@ describeGraphQL('graphql sync states', (suite) => {
       const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write, ...bad });
       expect(res.data.updateSyncProgress).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: path.split('.') }] });
       expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(syncState);
+    });
+  });
+
+  describe('syncState lookup', () => {
+    const LOOKUP = /* GraphQL */ `
+      query($c: String!, $o: DID) { syncState(connectorName: $c, ownerDID: $o) { ...SyncStateFields } }
+      ${SYNC_STATE_FIELDS}
+    `;
+
+    it('finds the viewer’s own by connector; ownerDID names another owner, visible only to a service', async () => {
+      const { id } = await seedSyncState(suite, { connectorName: 'google' });
+      await seedSyncState(suite, { connectorName: 'google', ownerDID: suite.keys.bob.did, status: 'error' });
+      expect((await suite.gql(LOOKUP, { c: 'google' })).data.syncState).toMatchObject({ id, ownerDID: suite.keys.alice.did });
+      expect((await suite.gql(LOOKUP, { c: 'google', o: suite.keys.bob.did })).data.syncState).toBeNull();
+      expect((await suite.gql(LOOKUP, { c: 'google', o: suite.keys.bob.did }, { as: 'worker' })).data.syncState).toMatchObject({ status: 'error' });
+      expect((await suite.gql(LOOKUP, { c: 'dropbox' })).data.syncState).toBeNull();
+    });
+  });
+
+  describe('deleteSyncState', () => {
+    const DELETE = /* GraphQL */ `
+      mutation($input: DeleteSyncStateInput!) {
+        deleteSyncState(input: $input) { __typename ... on DeleteSyncStatePayload { deletedID } ... on Error { code } }
+      }
+    `;
+
+    it('deletes the row; setting it again gives a new id, version 0 and a new incarnation', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const res = await suite.gql(DELETE, { input: { id } });
+      expect(res.data.deleteSyncState).toEqual({ __typename: 'DeleteSyncStatePayload', deletedID: id });
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toBeNull();
+      expect((await suite.gql(DELETE, { input: { id } })).data.deleteSyncState.__typename).toBe('NotFoundError');
+      const recreated = await seedSyncState(suite, { connectorName: 'google' });
+      expect(recreated.id).not.toBe(id);
+      expect(recreated.syncState.version).toBe(0);
+      expect(recreated.syncState.incarnation).not.toBe(syncState.incarnation);
+    });
+
+    it('a stranger gets the same NotFoundError as for an unknown id, and nothing is deleted; a service deletes any', async () => {
+      const { id } = await seedSyncState(suite, { connectorName: 'google' });
+      const stranger = await suite.gql(DELETE, { input: { id } }, { as: 'mallory' });
+      const unknown = await suite.gql(DELETE, { input: { id: unknownNodeID('SyncState') } }, { as: 'mallory' });
+      expect(stranger).toEqual(unknown);
+      expect(stranger.data.deleteSyncState.__typename).toBe('NotFoundError');
+      expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).not.toBeNull();
+      expect((await suite.gql(DELETE, { input: { id } }, { as: 'worker' })).data.deleteSyncState.deletedID).toBe(id);
     });
   });
 });

@@ -21,13 +21,22 @@ export async function getEntityTrimsByDocumentIDs(store: StoreContext, documentI
   return new Map(rows.map((row) => [row.document_id, rowToEntityTrim(row)]));
 }
 
+/** Options of {@link setEntityTrim}. */
+export interface SetEntityTrimOptions {
+  /** Replace an existing record only if it belongs to this owner; `null` is returned when it belongs to another. */
+  ifOwnedBy: string;
+}
+
 /**
  * Records what a write trimmed from a document, replacing any earlier record:
  * the trimmed fields and `updatedAt` (the store clock) are replaced; owner
  * and connector stay as first recorded, as in the reference. Returns the
- * stored record.
+ * stored record. With `ifOwnedBy`, a record of another owner is left alone
+ * and `null` returned (one statement: the upsert's update is conditional).
  */
-export async function setEntityTrim(store: StoreContext, input: EntityTrimInput): Promise<EntityTrimRecord> {
+export async function setEntityTrim(store: StoreContext, input: EntityTrimInput): Promise<EntityTrimRecord>;
+export async function setEntityTrim(store: StoreContext, input: EntityTrimInput, options: SetEntityTrimOptions): Promise<EntityTrimRecord | null>;
+export async function setEntityTrim(store: StoreContext, input: EntityTrimInput, options?: SetEntityTrimOptions): Promise<EntityTrimRecord | null> {
   const trimmedFields = JSON.stringify(input.trimmedFields);
   const updatedAt = store.now();
   const row = await store.db
@@ -39,14 +48,26 @@ export async function setEntityTrim(store: StoreContext, input: EntityTrimInput)
       trimmed_fields: trimmedFields,
       updated_at: updatedAt,
     })
-    .onConflict((oc) => oc.column('document_id').doUpdateSet({ trimmed_fields: trimmedFields, updated_at: updatedAt }))
+    .onConflict((oc) => {
+      const update = oc.column('document_id').doUpdateSet({ trimmed_fields: trimmedFields, updated_at: updatedAt });
+      return options === undefined ? update : update.where('kubun_connector_entity_trim.owner_did', '=', options.ifOwnedBy);
+    })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
+  if (row === undefined) {
+    if (options === undefined) throw new Error('entity trim upsert returned no row');
+    return null;
+  }
   return rowToEntityTrim(row);
 }
 
-/** Removes a document's trim record (a write that trimmed nothing); says whether there was one. */
-export async function clearEntityTrim(store: StoreContext, documentID: string): Promise<boolean> {
-  const result = await store.db.deleteFrom('kubun_connector_entity_trim').where('document_id', '=', documentID).executeTakeFirst();
-  return changedAny(result);
+/**
+ * Removes a document's trim record (a write that trimmed nothing); says
+ * whether there was one. With `ownerDID`, only a record of that owner is
+ * removed (another owner's answers false, like none).
+ */
+export async function clearEntityTrim(store: StoreContext, documentID: string, options: { ownerDID?: string } = {}): Promise<boolean> {
+  let query = store.db.deleteFrom('kubun_connector_entity_trim').where('document_id', '=', documentID);
+  if (options.ownerDID !== undefined) query = query.where('owner_did', '=', options.ownerDID);
+  return changedAny(await query.executeTakeFirst());
 }

@@ -10,6 +10,29 @@ export async function getSyncStateByNodeKey(store: StoreContext, nodeKey: string
   return row === undefined ? null : rowToSyncState(row);
 }
 
+/** A sync state's primary key. */
+export interface SyncStateKey {
+  connectorName: string;
+  ownerDID: string;
+}
+
+/** Reads the sync states of many (connector, owner) keys in one statement; aligned with `keys` (`null` where none). */
+export async function getSyncStatesByKeys(store: StoreContext, keys: readonly SyncStateKey[]): Promise<(SyncState | null)[]> {
+  if (keys.length === 0) return [];
+  const rows = await store.db
+    .selectFrom('kubun_connector_sync_state')
+    .selectAll()
+    .where(({ eb, refTuple, tuple }) =>
+      eb(refTuple('connector_name', 'owner_did'), 'in', keys.map((key) => tuple(key.connectorName, key.ownerDID))),
+    )
+    .execute();
+  const byKey = new Map(rows.map((row) => [JSON.stringify([row.connector_name, row.owner_did]), row]));
+  return keys.map((key) => {
+    const row = byKey.get(JSON.stringify([key.connectorName, key.ownerDID]));
+    return row === undefined ? null : rowToSyncState(row);
+  });
+}
+
 /** Reads many sync states in one statement; the result is aligned with `nodeKeys` (`null` where none). */
 export async function getSyncStatesByNodeKeys(store: StoreContext, nodeKeys: readonly string[]): Promise<(SyncState | null)[]> {
   if (nodeKeys.length === 0) return [];

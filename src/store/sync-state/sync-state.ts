@@ -36,6 +36,11 @@ export async function deleteSyncState(store: StoreContext, connectorName: string
   return changedAny(result);
 }
 
+/** Deletes the sync state with this node key (exactly that row: a recreated one has another); says whether it was there. */
+export async function deleteSyncStateByNodeKey(store: StoreContext, nodeKey: string): Promise<boolean> {
+  return changedAny(await store.db.deleteFrom('kubun_connector_sync_state').where('node_key', '=', nodeKey).executeTakeFirst());
+}
+
 /**
  * Upserts a sync state and returns the stored row. A fresh insert seeds
  * version 0, a random incarnation and a new node key; on conflict only the
