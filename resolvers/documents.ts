@@ -9,6 +9,7 @@ import { LIVE_OPERATION_STATES, type ConnectorOperation } from '../src/store/ope
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
 import type { GraphQLContext } from './context.js';
 import { loadEntityTrimsByDocumentIDs } from './entity-trim.js';
+import { loadObservationRecordsByDocumentIDs, loadRepairsByDocumentIDs } from './observations.js';
 import { loadOperationsByDocumentIDs } from './operations.js';
 import { canSeeOwned } from './viewer.js';
 import { loadWatchesByDocumentIDs } from './watches.js';
@@ -30,6 +31,8 @@ export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
     watch: new DataLoader((ids: readonly string[]) => loadWatchesByDocumentIDs(ids, ctx), options),
     trim: new DataLoader((ids: readonly string[]) => loadEntityTrimsByDocumentIDs(ids, ctx), options),
     candidates: new DataLoader((ids: readonly string[]) => loadSweepCandidatesByDocumentIDs(ids, ctx), options),
+    observationRecords: new DataLoader((ids: readonly string[]) => loadObservationRecordsByDocumentIDs(ids, ctx), options),
+    repair: new DataLoader((ids: readonly string[]) => loadRepairsByDocumentIDs(ids, ctx), options),
   };
 });
 

@@ -7,6 +7,7 @@ export {
   InvalidInputError,
   InvalidStateError,
   NotFoundError,
+  ObservationRecordTypeError,
   StaleLeaseError,
   StaleVersionError,
   SyncProgressConflictError,

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { documentLoaders, documentState, hasConnectorWork } from '../resolvers/documents.js';
 import { builder } from './builder.js';
 import { EntityTrim } from './entity-trim.js';
+import { ObservationRecord, ObservationRepair } from './observation.js';
 import { documentIDInput } from './inputs.js';
 import { ConnectorOperation } from './operation.js';
 import { ProjectionWatch } from './watch.js';
@@ -32,6 +33,17 @@ const DocumentConnectorState = builder.objectRef<{ documentID: string }>('Docume
       type: EntityTrim,
       nullable: true,
       resolve: (doc, _args, ctx) => documentLoaders(ctx).trim.load(doc.documentID),
+    }),
+    observationRecords: t.field({
+      type: [ObservationRecord],
+      description: 'The document’s observation records the viewer may see (their own; a service every signer’s), by HLC.',
+      resolve: (doc, _args, ctx) => documentLoaders(ctx).observationRecords.load(doc.documentID),
+    }),
+    repair: t.field({
+      type: ObservationRepair,
+      nullable: true,
+      description: 'The document’s repair obligation, if any and visible.',
+      resolve: (doc, _args, ctx) => documentLoaders(ctx).repair.load(doc.documentID),
     }),
     hasConnectorWork: t.boolean({
       description: 'True while a watch, a sweep candidate, a trim record or an unfinished operation names the document.',

@@ -11,6 +11,7 @@ import {
   InvalidInputError,
   InvalidStateError,
   NotFoundError,
+  ObservationRecordTypeError,
   StaleLeaseError,
   StaleVersionError,
   SyncProgressConflictError,
@@ -84,6 +85,14 @@ builder.objectType(InvalidInputError, {
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof InvalidInputError,
   fields: (t) => ({ field: t.exposeString('field', { description: 'The input field at fault.' }) }),
+});
+
+builder.objectType(ObservationRecordTypeError, {
+  name: 'ObservationRecordTypeError',
+  description: 'The store keeps observation records of type `connector.observation` only.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof ObservationRecordTypeError,
+  fields: () => ({}),
 });
 
 builder.objectType(ForbiddenError, {

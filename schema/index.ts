@@ -7,6 +7,7 @@ import './operation.js';
 import './watch.js';
 import './sync-state.js';
 import './entity-trim.js';
+import './observation.js';
 import './document.js';
 import './pending-auth.js';
 import './subscriptions.js';

@@ -49,3 +49,12 @@ export const jsonObjectInput = z
 
 /** Hybrid logical clock stamps and op hashes: opaque, bounded. */
 export const hlcInput = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+
+/** Largest observation payload, decoded. */
+export const MAX_PAYLOAD_BYTES = 512 * 1024;
+
+/** Bytes as standard base64 (RFC 4648 §4, padded), at most {@link MAX_PAYLOAD_BYTES} decoded. */
+export const base64Input = z
+  .string()
+  .max(4 * Math.ceil(MAX_PAYLOAD_BYTES / 3), `must be at most ${MAX_PAYLOAD_BYTES} bytes decoded`)
+  .regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/, 'must be standard padded base64');

@@ -1,7 +1,8 @@
 /** Observation records and repair obligations (SPEC §3.6). */
-export { listObservationRecords, putObservationRecord } from './records.js';
+export { getObservationRecordsByDocumentIDs, listObservationRecords, putObservationRecord } from './records.js';
 export type { ListObservationRecordsOptions } from './records.js';
 export {
+  countObservationRepairs,
   deleteObservationRepair,
   getObservationRepair,
   getObservationRepairsByDocumentIDs,

@@ -36,6 +36,30 @@ export interface ListObservationRecordsOptions {
   owner?: string;
 }
 
+/**
+ * The observation records of many documents in one statement, each list
+ * ordered like {@link listObservationRecords}; every requested id is in the
+ * map (an empty list when none). With `owner`, only that owner's records.
+ */
+export async function getObservationRecordsByDocumentIDs(
+  store: StoreContext,
+  documentIDs: readonly string[],
+  options: { owner?: string } = {},
+): Promise<Map<string, ObservationRecord[]>> {
+  const result = new Map<string, ObservationRecord[]>();
+  for (const id of documentIDs) result.set(id, []);
+  if (result.size === 0) return result;
+  let query = store.db
+    .selectFrom('kubun_connector_observation_records')
+    .selectAll()
+    .where('type', '=', OBSERVATION_RECORD_TYPE)
+    .where('id', 'in', [...result.keys()]);
+  if (options.owner !== undefined) query = query.where('owner', '=', options.owner);
+  const rows = await query.orderBy('id').orderBy('hlc').orderBy('owner').orderBy('op_hash').execute();
+  for (const row of rows) result.get(row.id)?.push(rowToObservationRecord(row));
+  return result;
+}
+
 /** Lists a document's observation records, ordered by HLC, then owner and op hash. */
 export async function listObservationRecords(store: StoreContext, options: ListObservationRecordsOptions): Promise<ObservationRecord[]> {
   let query = store.db

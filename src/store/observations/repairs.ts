@@ -8,9 +8,21 @@ import { requirePositiveInteger } from '../validate.js';
 /**
  * Writes a document's repair obligation, replacing every field of an earlier
  * one, with `writtenAt` set to the store clock, so a rewrite moves the repair
- * to the end of the "written since" order. Returns the stored repair.
+ * to the end of the "written since" order. Returns the stored repair. With
+ * `ifOwnedBy`, an obligation another owner holds for the document is left
+ * alone and `null` returned (the upsert's update is conditional).
  */
-export async function upsertObservationRepair(store: StoreContext, input: ObservationRepairInput): Promise<ObservationRepair> {
+export async function upsertObservationRepair(store: StoreContext, input: ObservationRepairInput): Promise<ObservationRepair>;
+export async function upsertObservationRepair(
+  store: StoreContext,
+  input: ObservationRepairInput,
+  options: { ifOwnedBy: string },
+): Promise<ObservationRepair | null>;
+export async function upsertObservationRepair(
+  store: StoreContext,
+  input: ObservationRepairInput,
+  options?: { ifOwnedBy: string },
+): Promise<ObservationRepair | null> {
   const values = {
     owner: input.owner,
     fetch_hlc: input.fetchHLC,
@@ -22,9 +34,16 @@ export async function upsertObservationRepair(store: StoreContext, input: Observ
   const row = await store.db
     .insertInto('kubun_connector_observation_repair')
     .values({ document_id: input.documentID, ...values })
-    .onConflict((oc) => oc.column('document_id').doUpdateSet(values))
+    .onConflict((oc) => {
+      const update = oc.column('document_id').doUpdateSet(values);
+      return options === undefined ? update : update.where('kubun_connector_observation_repair.owner', '=', options.ifOwnedBy);
+    })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
+  if (row === undefined) {
+    if (options === undefined) throw new Error('observation repair upsert returned no row');
+    return null;
+  }
   return rowToObservationRepair(row);
 }
 
@@ -48,10 +67,20 @@ export async function getObservationRepairsByDocumentIDs(
   return new Map(rows.map((row) => [row.document_id, rowToObservationRepair(row)]));
 }
 
-/** Removes a document's repair obligation (it was carried out); says whether there was one. */
-export async function deleteObservationRepair(store: StoreContext, documentID: string): Promise<boolean> {
-  const result = await store.db.deleteFrom('kubun_connector_observation_repair').where('document_id', '=', documentID).executeTakeFirst();
-  return changedAny(result);
+/**
+ * Removes a document's repair obligation (it was carried out); says whether
+ * there was one. With `owner`, only that owner's obligation is removed.
+ */
+export async function deleteObservationRepair(store: StoreContext, documentID: string, options: { owner?: string } = {}): Promise<boolean> {
+  let query = store.db.deleteFrom('kubun_connector_observation_repair').where('document_id', '=', documentID);
+  if (options.owner !== undefined) query = query.where('owner', '=', options.owner);
+  return changedAny(await query.executeTakeFirst());
+}
+
+/** How many repair obligations there are (the "written since" feed's total). */
+export async function countObservationRepairs(store: StoreContext): Promise<number> {
+  const row = await store.db.selectFrom('kubun_connector_observation_repair').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
+  return Number(row.count);
 }
 
 /** Options of {@link listRepairsWrittenSince}. */
