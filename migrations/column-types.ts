@@ -11,4 +11,6 @@ export interface MigrationColumnTypes {
   bigint: 'bigint' | 'integer';
   /** Raw bytes (`bytea` on Postgres, `blob` on SQLite). */
   binary: 'bytea' | 'blob';
+  /** For steps only one dialect can take (e.g. SET NOT NULL on an existing column, which SQLite lacks). */
+  dialect: 'postgres' | 'sqlite';
 }

@@ -6,6 +6,7 @@
 import type { Migration } from 'kysely';
 import type { MigrationColumnTypes } from './column-types.js';
 import { initialMigration } from './0001-initial.js';
+import { sweepReceiptNodeKeyMigration } from './0002-sweep-receipt-node-key.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -13,5 +14,6 @@ export type { MigrationColumnTypes } from './column-types.js';
 export function getMigrations(types: MigrationColumnTypes): Record<string, Migration> {
   return {
     '0001-initial': initialMigration(types),
+    '0002-sweep-receipt-node-key': sweepReceiptNodeKeyMigration(types),
   };
 }

@@ -10,7 +10,7 @@ import type { Viewer } from '../src/auth/index.js';
 import type { StoreContext } from '../src/store/context.js';
 
 /** Which kind of node changed. */
-export type ChangeKind = 'operation' | 'watch' | 'syncState';
+export type ChangeKind = 'operation' | 'watch' | 'syncState' | 'sweepReceipt';
 
 /** One committed change: the node's kind and its node key (never a secret or a primary key). */
 export interface ChangeEvent {

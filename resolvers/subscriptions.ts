@@ -11,9 +11,11 @@ import { Repeater } from 'graphql-yoga';
 import type DataLoader from 'dataloader';
 import { getOperationsByNodeKeys, type ConnectorOperation } from '../src/store/operations/index.js';
 import { getWatchesByNodeKeys, type ProjectionWatch } from '../src/store/projection-watches/index.js';
+import { getSweepReceiptsByNodeKeys, type SweepReceipt } from '../src/store/sweeps/index.js';
 import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
 import type { OperationFilterArgs } from './operations.js';
 import { canSeeOperation, canSeeOwned, viewerDID } from './viewer.js';
+import { sweepReceiptMatches, type SweepReceiptFilterArgs } from './sweeps.js';
 import type { WatchFilterArgs } from './watches.js';
 
 /**
@@ -200,6 +202,25 @@ function changedWatch(loader: NodeLoaderOf<ProjectionWatch>) {
     if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
     return loader().prime(event.nodeKey, row).load(event.nodeKey);
   };
+}
+
+/** A changed sweep receipt as this subscriber may see it (see {@link changedOperation}). */
+function changedSweepReceipt(loader: NodeLoaderOf<SweepReceipt>) {
+  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<SweepReceipt | null> => {
+    const row = await snapshotOf(event, async () => (await getSweepReceiptsByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
+    if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
+    return loader().prime(event.nodeKey, row).load(event.nodeKey);
+  };
+}
+
+/** `sweepReceiptChanged`: every committed change of one visible receipt or of its candidates. */
+export function sweepReceiptChanged(nodeKey: string, ctx: GraphQLContext, loader: NodeLoaderOf<SweepReceipt>) {
+  return changeStream(ctx, { kind: 'sweepReceipt', nodeKey, load: changedSweepReceipt(loader) });
+}
+
+/** `sweepReceiptsChanged`: sweep progress, e.g. of one partition: every change of a visible receipt matching the filter. */
+export function sweepReceiptsChanged(filter: SweepReceiptFilterArgs | null | undefined, ctx: GraphQLContext, loader: NodeLoaderOf<SweepReceipt>) {
+  return changeStream(ctx, { kind: 'sweepReceipt', load: changedSweepReceipt(loader), accept: sweepReceiptMatches(filter) });
 }
 
 /** `operationChanged`: every committed change of one visible operation. */

@@ -21,7 +21,7 @@ import { parseDID } from './scalars.js';
 export const MAX_NODES_PER_REQUEST = 500;
 
 /** The types that implement `Node`; ids of any other type resolve to null. */
-const NODE_TYPES = new Set(['ConnectorOperation', 'ProjectionWatch', 'SyncState']);
+const NODE_TYPES = new Set(['ConnectorOperation', 'ProjectionWatch', 'SyncState', 'SweepReceipt']);
 
 /** The builder's type parameters, for helpers that take field builders. */
 export type Types = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T> ? T : never;

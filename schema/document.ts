@@ -8,6 +8,7 @@ import { documentLoaders, documentState, hasConnectorWork } from '../resolvers/d
 import { builder } from './builder.js';
 import { EntityTrim } from './entity-trim.js';
 import { ObservationRecord, ObservationRepair } from './observation.js';
+import { SweepCandidate } from './sweep.js';
 import { documentIDInput } from './inputs.js';
 import { ConnectorOperation } from './operation.js';
 import { ProjectionWatch } from './watch.js';
@@ -33,6 +34,11 @@ const DocumentConnectorState = builder.objectRef<{ documentID: string }>('Docume
       type: EntityTrim,
       nullable: true,
       resolve: (doc, _args, ctx) => documentLoaders(ctx).trim.load(doc.documentID),
+    }),
+    sweepCandidates: t.field({
+      type: [SweepCandidate],
+      description: 'Deletion candidates naming the document (of any receipt the viewer may see).',
+      resolve: (doc, _args, ctx) => documentLoaders(ctx).candidates.load(doc.documentID),
     }),
     observationRecords: t.field({
       type: [ObservationRecord],

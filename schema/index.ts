@@ -8,6 +8,7 @@ import './watch.js';
 import './sync-state.js';
 import './entity-trim.js';
 import './observation.js';
+import './sweep.js';
 import './document.js';
 import './pending-auth.js';
 import './subscriptions.js';

@@ -6,10 +6,12 @@
  */
 import type { ConnectorOperation as OperationShape } from '../resolvers/operations.js';
 import * as resolve from '../resolvers/subscriptions.js';
+import type { SweepReceipt as ReceiptShape } from '../resolvers/sweeps.js';
 import type { ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { nodeKeyOf } from './node-ids.js';
 import { builder } from './builder.js';
 import { ConnectorOperation, OperationFilter } from './operation.js';
+import { SweepReceipt, SweepReceiptFilter } from './sweep.js';
 import { ProjectionWatch, WatchFilter } from './watch.js';
 
 builder.subscriptionType({
@@ -49,5 +51,21 @@ builder.subscriptionFields((t) => ({
     args: { filter: t.arg({ type: WatchFilter, required: false }) },
     subscribe: (_root, args, ctx) => resolve.watchesChanged(args.filter, ctx, () => ProjectionWatch.getDataloader(ctx)),
     resolve: (watch: WatchShape) => watch,
+  }),
+  sweepReceiptChanged: t.field({
+    type: SweepReceipt,
+    description: 'Every committed change of one sweep receipt or of its candidates (reselect candidateCounts for progress). An id you may not see never emits.',
+    authScopes: { authenticated: true },
+    args: { id: t.arg.globalID({ required: true }) },
+    subscribe: (_root, args, ctx) => resolve.sweepReceiptChanged(nodeKeyOf(SweepReceipt, args.id), ctx, () => SweepReceipt.getDataloader(ctx)),
+    resolve: (receipt: ReceiptShape) => receipt,
+  }),
+  sweepReceiptsChanged: t.field({
+    type: SweepReceipt,
+    description: 'Sweep progress: every committed change of a visible receipt (or its candidates) matching the filter, e.g. one partition.',
+    authScopes: { authenticated: true },
+    args: { filter: t.arg({ type: SweepReceiptFilter, required: false }) },
+    subscribe: (_root, args, ctx) => resolve.sweepReceiptsChanged(args.filter, ctx, () => SweepReceipt.getDataloader(ctx)),
+    resolve: (receipt: ReceiptShape) => receipt,
   }),
 }));

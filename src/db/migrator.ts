@@ -6,8 +6,8 @@ import type { DialectName } from './connect.js';
 /** The column types each dialect passes to the migrations. */
 export function migrationColumnTypes(dialect: DialectName): MigrationColumnTypes {
   return dialect === 'postgres'
-    ? { text: 'text', bigint: 'bigint', binary: 'bytea' }
-    : { text: 'text', bigint: 'integer', binary: 'blob' };
+    ? { text: 'text', bigint: 'bigint', binary: 'bytea', dialect: 'postgres' }
+    : { text: 'text', bigint: 'integer', binary: 'blob', dialect: 'sqlite' };
 }
 
 /** Creates a `Migrator` over this project's migrations for `dialect`. */

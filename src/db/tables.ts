@@ -121,6 +121,8 @@ export interface SweepReceiptTable {
   connector_name: string;
   partition: string;
   provenance: string;
+  /** Public identity for the API (migration 0002); always written by the store. */
+  node_key: string;
   sequence: number;
   model_id: string;
   scope: string;

@@ -47,7 +47,7 @@ export interface PostgresChangeFeedOptions {
 
 /** NOTIFY payloads are limited to 8000 bytes; node keys are ~22 characters, so batches stay far below. */
 const MAX_KEYS_PER_NOTIFY = 100;
-const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's' };
+const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's', sweepReceipt: 'r' };
 const KINDS_BY_CODE = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as ChangeKind]));
 
 /**

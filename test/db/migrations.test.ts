@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createMigrator, unwrapMigrationResult } from '../../src/db/migrator.js';
 import { createTestDatabase, testDialects, type TestDatabase } from '../helpers/databases.js';
@@ -35,6 +35,7 @@ const UNIQUE_INDEXES: Record<string, string[]> = {
   uq_connector_watch_node_key: ['node_key'],
   uq_connector_sync_state_node_key: ['node_key'],
   uq_connector_watch_ingress: ['owner_did', 'model', 'document_id'],
+  uq_connector_sweep_receipt_node_key: ['node_key'],
 };
 
 const INDEXES = [
@@ -44,7 +45,11 @@ const INDEXES = [
   'idx_connector_watch_document',
   'idx_connector_observation_repair_written',
   'kubun_connector_sweep_candidate_due_idx',
+  'idx_connector_sweep_receipt_created',
+  'idx_connector_sweep_receipt_owner_created',
 ];
+
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key'];
 
 interface Introspected {
   tables: string[];
@@ -131,11 +136,13 @@ for (const dialect of testDialects()) {
     it('runs up → down → up and leaves every table, key and unique index', async () => {
       const migrator = createMigrator(database.open.db, dialect);
       const up = unwrapMigrationResult(await migrator.migrateToLatest());
-      expect(up.map((r) => [r.migrationName, r.status])).toEqual([['0001-initial', 'Success']]);
+      expect(up.map((r) => [r.migrationName, r.status])).toEqual(MIGRATIONS.map((name) => [name, 'Success']));
       expect(await connectorTables(database)).toEqual(TABLES);
 
-      const down = unwrapMigrationResult(await migrator.migrateDown());
-      expect(down.map((r) => [r.migrationName, r.direction, r.status])).toEqual([['0001-initial', 'Down', 'Success']]);
+      for (const name of [...MIGRATIONS].reverse()) {
+        const down = unwrapMigrationResult(await migrator.migrateDown());
+        expect(down.map((r) => [r.migrationName, r.direction, r.status])).toEqual([[name, 'Down', 'Success']]);
+      }
       expect(await connectorTables(database)).toEqual([]);
 
       unwrapMigrationResult(await migrator.migrateToLatest());
@@ -158,7 +165,27 @@ for (const dialect of testDialects()) {
       const again = unwrapMigrationResult(await migrator.migrateToLatest());
       expect(again).toEqual([]);
       const list = await migrator.getMigrations();
-      expect(list.map((m) => [m.name, m.executedAt !== undefined])).toEqual([['0001-initial', true]]);
+      expect(list.map((m) => [m.name, m.executedAt !== undefined])).toEqual(MIGRATIONS.map((name) => [name, true]));
+    });
+
+    it('0002 gives receipts recorded before it a unique random node key, and down removes the column', async () => {
+      const migrator = createMigrator(database.open.db, dialect);
+      unwrapMigrationResult(await migrator.migrateDown());
+      const db = database.open.db as Kysely<any>;
+      const receipt = (provenance: string) => ({
+        owner_did: 'did:key:owner', connector_name: 'google', partition: 'p', provenance, sequence: 1, model_id: 'm',
+        scope: 's', keep: 'k', source_fetch_hlc: 'h', predicate: null, kind: 'full', complete: 1, created_at: 1, committed_at: null,
+      });
+      await db.insertInto('kubun_connector_sweep_receipt').values([receipt('run-1'), receipt('run-2')]).execute();
+      unwrapMigrationResult(await migrator.migrateToLatest());
+      const rows = await db.selectFrom('kubun_connector_sweep_receipt').select(['provenance', 'node_key']).orderBy('provenance').execute();
+      const keys = rows.map((r) => r.node_key as string);
+      expect(rows.map((r) => r.provenance)).toEqual(['run-1', 'run-2']);
+      for (const key of keys) expect(key).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      expect(new Set(keys).size).toBe(2);
+      // run-2 may not take run-1's key.
+      await expect(db.updateTable('kubun_connector_sweep_receipt').set({ node_key: keys[0] }).where('provenance', '=', 'run-2').execute()).rejects.toThrow();
+      await db.deleteFrom('kubun_connector_sweep_receipt').execute();
     });
 
     it('enforces the node_key and watch ingress unique indexes', async () => {

@@ -8,6 +8,7 @@ import { beforeAll, beforeEach, expect, it } from 'vitest';
 import { createServerApp, type ServerApp } from '../../src/server/app.js';
 import { loadConfig } from '../../src/server/config.js';
 import { createLogger } from '../../src/server/logger.js';
+import { recordSweepReceipt } from '../../src/store/sweeps/index.js';
 import { describeGraphQL, TEST_AUDIENCE, type GraphQLResponse } from '../helpers/graphql.js';
 import { seedDocumentsInBulk } from '../helpers/bulk-seed.js';
 import { nodeID } from '../helpers/graphql-seed.js';
@@ -15,7 +16,10 @@ import { withStatementCounter } from '../helpers/statement-counter.js';
 
 const DOCUMENTS = /* GraphQL */ `
   query($ids: [String!]!) {
-    documents(documentIDs: $ids) { documentID operations { id } watch { id } entityTrim { documentID } hasConnectorWork }
+    documents(documentIDs: $ids) {
+      documentID operations { id } watch { id } entityTrim { documentID } hasConnectorWork
+      sweepCandidates { documentID } observationRecords { opHash } repair { present }
+    }
   }
 `;
 const NODES = /* GraphQL */ `
@@ -76,8 +80,8 @@ describeGraphQL('graphql statement count', (suite) => {
   it.each(['alice', 'worker'] as const)('documents(100 ids) costs what documents(1 id) costs: one statement per table (%s)', async (as) => {
     const one = await measure(DOCUMENTS, { ids: seeded.documentIDs.slice(0, 1) }, as);
     const hundred = await measure(DOCUMENTS, { ids: seeded.documentIDs }, as);
-    // operations, watches, trims, sweep candidates.
-    expect(one.count).toBe(4);
+    // operations, watches, trims, sweep candidates, observation records, repairs.
+    expect(one.count).toBe(6);
     expect(hundred.count).toBe(one.count);
     expect(hundred.kinds.every((k) => k === 'SelectQueryNode')).toBe(true);
     const docs = hundred.data.documents as { documentID: string; operations: unknown[]; watch: unknown; entityTrim: unknown; hasConnectorWork: boolean }[];
@@ -137,5 +141,32 @@ describeGraphQL('graphql statement count', (suite) => {
     expect(one.count).toBe(1);
     expect(thirty.count).toBe(1);
     expect(Object.values(thirty.data).every((state) => state !== null)).toBe(true);
+  });
+
+  it.each(['alice', 'worker'] as const)('sweepReceipts(first: 30) with counts, checkpoint and first candidates costs what first: 1 costs (%s)', async (as) => {
+    for (let i = 0; i < 30; i++) {
+      await recordSweepReceipt(suite.store, {
+        key: { ownerDID: suite.keys.alice.did, connectorName: 'google', partition: `p-${i % 3}`, provenance: `run-${i}` },
+        sequence: i,
+        modelID: 'm',
+        scope: 's',
+        keep: 'k',
+        sourceFetchHLC: 'h',
+        kind: 'full',
+        complete: true,
+        candidates: [1, 2, 3].map((n) => ({ documentID: `doc-${i}-${n}`, sourceID: `src-${n}`, modelID: 'm' })),
+      });
+    }
+    const query = `query($first: Int!) { sweepReceipts(first: $first) { edges { node {
+      provenance candidateCounts { state count } checkpoint { receiptSequence } candidates(first: 2) { edges { node { documentID receipt { provenance } } } }
+    } } } }`;
+    const one = await measure(query, { first: 1 }, as);
+    const thirty = await measure(query, { first: 30 }, as);
+    // The page, the grouped counts, the checkpoints, one windowed candidate read; the candidates' receipts come from the same loaders.
+    expect(one.count).toBe(5);
+    expect(thirty.count).toBe(one.count);
+    const edges = thirty.data.sweepReceipts.edges as { node: { candidates: { edges: unknown[] }; candidateCounts: { count: number }[] } }[];
+    expect(edges).toHaveLength(30);
+    expect(edges.every((e) => e.node.candidates.edges.length === 2 && e.node.candidateCounts[0]!.count === 3)).toBe(true);
   });
 });

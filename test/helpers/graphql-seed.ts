@@ -16,7 +16,7 @@ import type { GraphQLSuite } from './graphql.js';
 import { claimFresh } from './operation-claim-fixtures.js';
 
 /** The node types' names. */
-export type NodeTypeName = 'ConnectorOperation' | 'ProjectionWatch' | 'SyncState';
+export type NodeTypeName = 'ConnectorOperation' | 'ProjectionWatch' | 'SyncState' | 'SweepReceipt';
 
 /** The global id of a row with `nodeKey`. */
 export const nodeID = (typename: NodeTypeName, nodeKey: string): string => encodeNodeID(typename, nodeKey);

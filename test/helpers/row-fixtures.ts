@@ -197,6 +197,7 @@ export async function insertReceiptRow(store: StoreContext, row: Partial<Inserta
     connector_name: CONNECTOR,
     partition: 'p1',
     provenance: unique('run'),
+    node_key: store.getRandomID(),
     sequence: 1,
     model_id: 'model-1',
     scope: 'all',

@@ -62,6 +62,7 @@ describeEachDialect('sweeps', (suite) => {
     expect(result.created).toBe(true);
     expect(result.receipt).toEqual({
       ...receiptKey('run-1'),
+      nodeKey: expect.stringMatching(/^[A-Za-z0-9_-]{16,64}$/),
       sequence: 7,
       modelID: 'model-event',
       scope: 'calendar:primary',

@@ -1,6 +1,6 @@
 /** Deletion sweeps: receipts, candidates, checkpoints (SPEC §3.6). */
 export type { SweepCandidate, SweepCandidateKey, SweepCandidateState, SweepCheckpoint, SweepKey, SweepOutcome, SweepReceipt, SweepReceiptKey } from './types.js';
-export { TERMINAL_SWEEP_CANDIDATE_STATES } from './types.js';
+export { SWEEP_CANDIDATE_STATES, SWEEP_OUTCOMES, TERMINAL_SWEEP_CANDIDATE_STATES } from './types.js';
 export { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './row.js';
 export { getSweepReceipt, recordSweepReceipt } from './receipts.js';
 export type { RecordSweepReceiptInput, RecordSweepReceiptResult, SweepCandidateInput } from './receipts.js';
@@ -21,3 +21,22 @@ export type { ListDueSweepCandidatesOptions, SweepApplyFailureInput, SweepOutcom
 export { getSweepCheckpoint } from './checkpoints.js';
 export { commitSweepReceipt } from './commit.js';
 export type { CommitSweepReceiptResult } from './commit.js';
+export {
+  countSweepCandidatesByReceiptKeys,
+  getSweepCandidatePages,
+  getSweepCheckpointsByKeys,
+  getSweepReceiptsByKeys,
+  getSweepReceiptsByNodeKeys,
+  type SweepCandidateCounts,
+  type SweepCandidatePage,
+  type SweepCandidatePageRequest,
+} from './read.js';
+export {
+  countSweepReceipts,
+  listSweepReceipts,
+  sweepReceiptCursor,
+  type SweepReceiptCursor,
+  type SweepReceiptFilter,
+  type SweepReceiptPage,
+  type SweepReceiptScope,
+} from './list.js';

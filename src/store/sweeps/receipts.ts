@@ -72,6 +72,7 @@ export async function recordSweepReceipt(store: StoreContext, input: RecordSweep
         connector_name: key.connectorName,
         partition: key.partition,
         provenance: key.provenance,
+        node_key: tx.getRandomID(),
         sequence: input.sequence,
         model_id: input.modelID,
         scope: input.scope,

@@ -9,6 +9,7 @@ export function rowToSweepReceipt(row: SweepReceiptRow): SweepReceipt {
     connectorName: row.connector_name,
     partition: row.partition,
     provenance: row.provenance,
+    nodeKey: row.node_key,
     sequence: Number(row.sequence),
     modelID: row.model_id,
     scope: row.scope,

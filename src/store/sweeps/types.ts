@@ -27,7 +27,8 @@ export interface SweepCandidateKey extends SweepReceiptKey {
  * `failed`: applying it failed `MAX_SWEEP_APPLY_ATTEMPTS` times; given up.
  * Every state but `pending` is terminal.
  */
-export type SweepCandidateState = 'pending' | 'applied' | 'kept' | 'failed';
+export const SWEEP_CANDIDATE_STATES = ['pending', 'applied', 'kept', 'failed'] as const;
+export type SweepCandidateState = (typeof SWEEP_CANDIDATE_STATES)[number];
 
 /** The terminal candidate states (retention may delete these once their receipt is committed). */
 export const TERMINAL_SWEEP_CANDIDATE_STATES = ['applied', 'kept', 'failed'] as const satisfies readonly SweepCandidateState[];
@@ -38,6 +39,8 @@ export type SweepOutcome = (typeof SWEEP_OUTCOMES)[number];
 
 /** A recorded listing pass. `scope`, `keep` and `predicate` are opaque to the store. */
 export interface SweepReceipt extends SweepReceiptKey {
+  /** Public identity for the API: random, unique, never reused. */
+  nodeKey: string;
   sequence: number;
   modelID: string;
   scope: string;

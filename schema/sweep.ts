@@ -1,0 +1,290 @@
+/**
+ * Deletion sweeps (SPEC §3.6): `SweepReceipt` (a listing pass, a node),
+ * its `SweepCandidate`s and the partition's `SweepCheckpoint`, with the
+ * receipt listing, lookups, the workers' due list and the four writes of a
+ * sweep: record the receipt, record each candidate's outcome or apply
+ * failure, commit. Visible to the receipt's owner and to service principals.
+ */
+import { InputValidationError } from '@pothos/plugin-validation';
+import { z } from 'zod';
+import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
+import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
+import * as resolve from '../resolvers/sweeps.js';
+import {
+  MAX_CANDIDATES_PER_RECEIPT,
+  MAX_SWEEP_APPLY_ATTEMPTS,
+  SWEEP_CANDIDATE_STATES,
+  SWEEP_OUTCOMES,
+  type SweepCandidate as CandidateShape,
+  type SweepCheckpoint as CheckpointShape,
+  type SweepReceipt as ReceiptShape,
+} from '../resolvers/sweeps.js';
+import { builder } from './builder.js';
+import { enumValues } from './enums.js';
+import { documentIDInput, hlcInput, jsonInput, nameInput, textInput, versionInput } from './inputs.js';
+import { loadNode } from './node-ids.js';
+
+export const SweepCandidateState = builder.enumType('SweepCandidateState', {
+  description: `PENDING: not yet resolved, due at nextAttemptAt. APPLIED: deleted locally. KEPT: checked and kept. FAILED: applying it failed ${MAX_SWEEP_APPLY_ATTEMPTS} times; given up.`,
+  values: enumValues(SWEEP_CANDIDATE_STATES),
+});
+
+const SweepOutcome = builder.enumType('SweepOutcome', {
+  description: 'APPLIED: the document was deleted locally. KEPT: it was checked and stays.',
+  values: enumValues(SWEEP_OUTCOMES),
+});
+
+const SweepCandidateStateCount = builder.simpleObject('SweepCandidateStateCount', {
+  description: 'How many of a receipt’s candidates are in one state.',
+  fields: (t) => ({ state: t.field({ type: SweepCandidateState }), count: t.int() }),
+});
+
+export const SweepCheckpoint = builder.objectRef<CheckpointShape>('SweepCheckpoint').implement({
+  description: 'The last receipt of a partition fully applied and committed. It never moves backwards.',
+  fields: (t) => ({
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    connectorName: t.exposeString('connectorName'),
+    partition: t.exposeString('partition'),
+    provenance: t.exposeString('provenance', { description: 'The listing pass that last advanced it.' }),
+    receiptSequence: t.exposeInt('receiptSequence'),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+export const SweepReceipt = builder.loadableNode('SweepReceipt', {
+  description: 'One listing pass over a partition of an owner’s connector, and the local documents it did not keep (its candidates).',
+  id: { resolve: (receipt: ReceiptShape) => receipt.nodeKey },
+  load: resolve.loadSweepReceiptsByNodeKeys,
+  loaderOptions: { maxBatchSize: 500 },
+  fields: (t) => ({
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    connectorName: t.exposeString('connectorName'),
+    partition: t.exposeString('partition'),
+    provenance: t.exposeString('provenance', { description: 'Names the pass (e.g. its run id); the receipt key within the partition.' }),
+    sequence: t.exposeInt('sequence', { description: 'The pass’s place in the partition’s order; the checkpoint never moves back past it.' }),
+    modelID: t.exposeString('modelID'),
+    scope: t.exposeString('scope'),
+    keep: t.exposeString('keep'),
+    sourceFetchHLC: t.exposeString('sourceFetchHLC'),
+    predicate: t.field({ type: 'JSON', nullable: true, resolve: (r) => resolve.predicateOf(r) }),
+    kind: t.exposeString('kind'),
+    complete: t.exposeBoolean('complete', { description: 'Whether the pass listed the whole partition.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    committedAt: t.expose('committedAt', { type: 'DateTime', nullable: true, description: 'Null while its candidates are being applied.' }),
+    candidateCounts: t.field({
+      type: [SweepCandidateStateCount],
+      description: 'How many candidates are in each state; every state is listed, zeros included.',
+      resolve: (r, _args, ctx) => resolve.candidateCounts(r, ctx),
+    }),
+    checkpoint: t.field({
+      type: SweepCheckpoint,
+      nullable: true,
+      description: 'The partition’s checkpoint now (null before its first commit).',
+      resolve: (r, _args, ctx) => resolve.partitionCheckpoint(r, ctx),
+    }),
+  }),
+});
+
+export const SweepCandidate = builder.objectRef<CandidateShape>('SweepCandidate').implement({
+  description: 'A local document a listing pass did not keep: deleted (APPLIED), kept, or given up after repeated failures.',
+  fields: (t) => ({
+    ownerDID: t.expose('ownerDID', { type: 'DID' }),
+    connectorName: t.exposeString('connectorName'),
+    partition: t.exposeString('partition'),
+    provenance: t.exposeString('provenance'),
+    documentID: t.exposeString('documentID'),
+    sourceID: t.exposeString('sourceID'),
+    modelID: t.exposeString('modelID'),
+    state: t.expose('state', { type: SweepCandidateState }),
+    attempts: t.exposeInt('attempts', { description: 'Results recorded so far (outcomes and failures).' }),
+    applyFailures: t.exposeInt('applyFailures'),
+    lastError: t.exposeString('lastError', { nullable: true }),
+    nextAttemptAt: t.expose('nextAttemptAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+    receipt: t.field({ type: SweepReceipt, nullable: true, resolve: (c, _args, ctx) => resolve.candidateReceipt(c, ctx) }),
+  }),
+});
+
+builder.objectField(SweepReceipt, 'candidates', (t) =>
+  t.connection(
+    {
+      type: SweepCandidate,
+      description: 'The receipt’s candidates by document id, optionally in some states. Pages forward only.',
+      args: { states: t.arg({ type: [SweepCandidateState], required: false }) },
+      resolve: (receipt, args, ctx) => resolve.receiptCandidates(receipt, args, ctx),
+    },
+    { name: 'SweepCandidateConnection' },
+  ),
+);
+
+export const SweepReceiptFilter = builder.inputType('SweepReceiptFilter', {
+  description: 'Narrows `sweepReceipts` and `sweepReceiptsChanged`; fields combine with AND.',
+  fields: (t) => ({
+    ownerDID: t.field({ type: 'DID', required: false }),
+    connectorName: t.string({ required: false }),
+    partition: t.string({ required: false }),
+    committed: t.boolean({ required: false, description: 'true: committed passes; false: passes still being applied.' }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  sweepReceipts: t.connection(
+    {
+      type: SweepReceipt,
+      description: 'The viewer’s sweep receipts (a service sees all), newest first. Pages forward only.',
+      authScopes: { authenticated: true },
+      args: { filter: t.arg({ type: SweepReceiptFilter, required: false }) },
+      resolve: (_root, args, ctx) => resolve.listSweepReceipts(args, ctx),
+    },
+    { name: 'SweepReceiptConnection' },
+  ),
+  sweepReceipt: t.field({
+    type: SweepReceipt,
+    nullable: true,
+    description: 'A receipt by its key; `ownerDID` defaults to the viewer. Null when missing or not visible.',
+    authScopes: { authenticated: true },
+    args: {
+      ownerDID: t.arg({ type: 'DID', required: false }),
+      connectorName: t.arg.string({ required: true, validate: nameInput }),
+      partition: t.arg.string({ required: true, validate: textInput }),
+      provenance: t.arg.string({ required: true, validate: textInput }),
+    },
+    resolve: (_root, args, ctx) => resolve.sweepReceiptByKey(args, ctx),
+  }),
+  sweepCheckpoint: t.field({
+    type: SweepCheckpoint,
+    nullable: true,
+    description: 'A partition’s checkpoint; `ownerDID` defaults to the viewer. Null before its first commit or when not visible.',
+    authScopes: { authenticated: true },
+    args: {
+      ownerDID: t.arg({ type: 'DID', required: false }),
+      connectorName: t.arg.string({ required: true, validate: nameInput }),
+      partition: t.arg.string({ required: true, validate: textInput }),
+    },
+    resolve: (_root, args, ctx) => resolve.sweepCheckpoint(args, ctx),
+  }),
+  dueSweepCandidates: t.field({
+    type: [SweepCandidate],
+    description: 'Work for connector workers (service principals only): one owner’s connector’s pending candidates due now, earliest first.',
+    authScopes: { service: true },
+    args: {
+      ownerDID: t.arg({ type: 'DID', required: true }),
+      connectorName: t.arg.string({ required: true, validate: nameInput }),
+      first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }),
+    },
+    resolve: (_root, args, ctx) => resolve.listDueSweepCandidates({ ownerDID: args.ownerDID, connectorName: args.connectorName, first: args.first ?? 20 }, ctx),
+  }),
+}));
+
+const SweepCandidateInput = builder.inputType('SweepCandidateInput', {
+  description: 'A local document the listing pass did not keep.',
+  fields: (t) => ({
+    documentID: t.string({ validate: documentIDInput }),
+    sourceID: t.string({ validate: textInput }),
+    modelID: t.string({ validate: nameInput }),
+  }),
+});
+
+const RecordSweepReceiptInput = builder.inputType('RecordSweepReceiptInput', {
+  description: 'Record one listing pass and its deletion candidates (each PENDING, due now), in one transaction. Replaying an identical receipt writes nothing.',
+  fields: (t) => ({
+    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
+    connectorName: t.string({ validate: nameInput }),
+    partition: t.string({ validate: textInput }),
+    provenance: t.string({ validate: textInput, description: 'Names the pass, e.g. its run id.' }),
+    sequence: t.int({ validate: versionInput }),
+    modelID: t.string({ validate: nameInput }),
+    scope: t.string({ validate: textInput }),
+    keep: t.string({ validate: textInput }),
+    sourceFetchHLC: t.string({ validate: hlcInput }),
+    predicate: t.field({ type: 'JSON', required: false, validate: jsonInput, description: 'What the pass listed by (any JSON, at most 256 KiB).' }),
+    kind: t.string({ validate: nameInput }),
+    complete: t.boolean(),
+    candidates: t.field({
+      type: [SweepCandidateInput],
+      validate: z.array(z.unknown()).max(MAX_CANDIDATES_PER_RECEIPT, `at most ${MAX_CANDIDATES_PER_RECEIPT} candidates`),
+    }),
+  }),
+});
+
+const RecordSweepReceiptPayload = builder.objectRef<{ created: boolean; receipt: ReceiptShape }>('RecordSweepReceiptPayload').implement({
+  fields: (t) => ({
+    created: t.exposeBoolean('created', { description: 'False when the identical receipt was already recorded (nothing written).' }),
+    receipt: t.field({ type: SweepReceipt, resolve: (r) => r.receipt }),
+  }),
+});
+
+const RecordSweepOutcomeInput = builder.inputType('RecordSweepOutcomeInput', {
+  description: 'Resolve a pending candidate. Recording the outcome it already has changes nothing.',
+  fields: (t) => ({
+    receipt: t.globalID({ description: 'The receipt the candidate belongs to.' }),
+    documentID: t.string({ validate: documentIDInput }),
+    outcome: t.field({ type: SweepOutcome }),
+  }),
+});
+
+const RecordSweepApplyFailureInput = builder.inputType('RecordSweepApplyFailureInput', {
+  description: `Applying a pending candidate failed: backoff, and FAILED after ${MAX_SWEEP_APPLY_ATTEMPTS} failures.`,
+  fields: (t) => ({
+    receipt: t.globalID({ description: 'The receipt the candidate belongs to.' }),
+    documentID: t.string({ validate: documentIDInput }),
+    error: t.string({ validate: z.string().min(1, 'must not be empty').max(10_000), description: 'Why it failed; kept as lastError (cut to 2 000 characters).' }),
+  }),
+});
+
+const SweepCandidatePayload = builder.objectRef<{ candidate: CandidateShape }>('SweepCandidatePayload').implement({
+  fields: (t) => ({ candidate: t.field({ type: SweepCandidate, resolve: (r) => r.candidate }) }),
+});
+
+const CommitSweepReceiptInput = builder.inputType('CommitSweepReceiptInput', {
+  description: 'Close a receipt whose candidates are all resolved, and advance its partition’s checkpoint (never backwards).',
+  fields: (t) => ({ id: t.globalID() }),
+});
+
+const CommitSweepReceiptPayload = builder
+  .objectRef<{ receipt: ReceiptShape; checkpoint: CheckpointShape; newlyCommitted: boolean; checkpointAdvanced: boolean }>('CommitSweepReceiptPayload')
+  .implement({
+    fields: (t) => ({
+      receipt: t.field({ type: SweepReceipt, resolve: (r) => r.receipt }),
+      checkpoint: t.field({ type: SweepCheckpoint, resolve: (r) => r.checkpoint }),
+      newlyCommitted: t.exposeBoolean('newlyCommitted', { description: 'False when it was already committed (a replay).' }),
+      checkpointAdvanced: t.exposeBoolean('checkpointAdvanced', { description: 'False when the checkpoint already stood at this sequence or later.' }),
+    }),
+  });
+
+const mutation = { authScopes: { authenticated: true } } as const;
+
+builder.mutationFields((t) => ({
+  recordSweepReceipt: t.field({
+    ...mutation,
+    description: 'Record a listing pass with its deletion candidates (SPEC §3.6).',
+    type: RecordSweepReceiptPayload,
+    args: { input: t.arg({ type: RecordSweepReceiptInput, required: true }) },
+    errors: { types: [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError], directResult: true, union: { name: 'RecordSweepReceiptResult' } },
+    resolve: (_root, { input }, ctx) => resolve.recordSweepReceipt(input, ctx),
+  }),
+  recordSweepOutcome: t.field({
+    ...mutation,
+    description: 'Record that a candidate was applied (deleted locally) or kept.',
+    type: SweepCandidatePayload,
+    args: { input: t.arg({ type: RecordSweepOutcomeInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: { name: 'RecordSweepOutcomeResult' } },
+    resolve: async (_root, { input }, ctx) => resolve.recordSweepOutcome(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
+  }),
+  recordSweepApplyFailure: t.field({
+    ...mutation,
+    description: 'Record that applying a candidate failed.',
+    type: SweepCandidatePayload,
+    args: { input: t.arg({ type: RecordSweepApplyFailureInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError, StaleVersionError], directResult: true, union: { name: 'RecordSweepApplyFailureResult' } },
+    resolve: async (_root, { input }, ctx) => resolve.recordSweepApplyFailure(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
+  }),
+  commitSweepReceipt: t.field({
+    ...mutation,
+    description: 'Commit a receipt: refused (InvalidStateError) while a candidate is still pending.',
+    type: CommitSweepReceiptPayload,
+    args: { input: t.arg({ type: CommitSweepReceiptInput, required: true }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: { name: 'CommitSweepReceiptResult' } },
+    resolve: async (_root, { input }, ctx) => resolve.commitSweepReceipt(await loadNode(SweepReceipt, input.id, ctx), ctx),
+  }),
+}));

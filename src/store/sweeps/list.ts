@@ -1,0 +1,75 @@
+/** The receipt listing for dashboards: newest first, keyset-paged, counted. */
+import type { ExpressionBuilder } from 'kysely';
+import type { Database } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { requireNonNegativeInteger } from '../validate.js';
+import { rowToSweepReceipt } from './row.js';
+import type { SweepReceipt } from './types.js';
+
+/** Narrows a receipt listing; every given field must match. */
+export interface SweepReceiptFilter {
+  ownerDID?: string;
+  connectorName?: string;
+  partition?: string;
+  /** true: committed receipts only; false: passes still being applied. */
+  committed?: boolean;
+}
+
+/** Position in the newest-first order: the last receipt of the previous page. */
+export interface SweepReceiptCursor {
+  createdAt: number;
+  nodeKey: string;
+}
+
+/** Who sees what, and which receipts. */
+export interface SweepReceiptScope {
+  /** The viewer's DID: only their receipts. Null: every receipt (a service principal). */
+  visibleTo: string | null;
+  filter?: SweepReceiptFilter;
+}
+
+/** A page of receipts, newest first. */
+export interface SweepReceiptPage {
+  receipts: SweepReceipt[];
+  hasMore: boolean;
+}
+
+/** The cursor that continues a listing after `receipt`. */
+export function sweepReceiptCursor(receipt: Pick<SweepReceipt, 'createdAt' | 'nodeKey'>): SweepReceiptCursor {
+  return { createdAt: receipt.createdAt, nodeKey: receipt.nodeKey };
+}
+
+/** Receipts the viewer may see, newest first by keyset on (created_at DESC, node_key DESC), never OFFSET. */
+export async function listSweepReceipts(
+  store: StoreContext,
+  options: SweepReceiptScope & { first: number; after?: SweepReceiptCursor },
+): Promise<SweepReceiptPage> {
+  requireNonNegativeInteger('first', options.first);
+  const { after } = options;
+  let query = store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(visibleReceipts(options));
+  if (after !== undefined) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
+  const rows = await query.orderBy('created_at', 'desc').orderBy('node_key', 'desc').limit(options.first + 1).execute();
+  return { receipts: rows.slice(0, options.first).map(rowToSweepReceipt), hasMore: rows.length > options.first };
+}
+
+/** How many receipts {@link listSweepReceipts} would list over all pages. */
+export async function countSweepReceipts(store: StoreContext, scope: SweepReceiptScope): Promise<number> {
+  const row = await store.db
+    .selectFrom('kubun_connector_sweep_receipt')
+    .select((eb) => eb.fn.countAll().as('count'))
+    .where(visibleReceipts(scope))
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+function visibleReceipts({ visibleTo, filter = {} }: SweepReceiptScope) {
+  return (eb: ExpressionBuilder<Database, 'kubun_connector_sweep_receipt'>) => {
+    const parts = [];
+    if (visibleTo !== null) parts.push(eb('owner_did', '=', visibleTo));
+    if (filter.ownerDID !== undefined) parts.push(eb('owner_did', '=', filter.ownerDID));
+    if (filter.connectorName !== undefined) parts.push(eb('connector_name', '=', filter.connectorName));
+    if (filter.partition !== undefined) parts.push(eb('partition', '=', filter.partition));
+    if (filter.committed !== undefined) parts.push(eb('committed_at', filter.committed ? 'is not' : 'is', null));
+    return eb.and(parts);
+  };
+}
