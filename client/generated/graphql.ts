@@ -262,6 +262,7 @@ export type NodeQueryVariables = Exact<{
 export type NodeQuery = { node:
     | { __typename: 'ConnectorOperation', operationID: string, state: ConnectorOperationState, version: number, updatedAt: string, id: string }
     | { __typename: 'ProjectionWatch', verificationStatus: VerificationStatus, repairGeneration: number, version: number, updatedAt: string, id: string }
+    | { __typename: 'SweepReceipt', id: string }
     | { __typename: 'SyncState', connectorName: string, status: string, version: number, id: string }
    | null };
 
@@ -317,6 +318,8 @@ type MutationErrorFields_InvalidStateError_Fragment = { __typename: 'InvalidStat
 
 type MutationErrorFields_NotFoundError_Fragment = { __typename: 'NotFoundError', code: string, message: string };
 
+type MutationErrorFields_ObservationRecordTypeError_Fragment = { __typename: 'ObservationRecordTypeError', code: string, message: string };
+
 type MutationErrorFields_StaleLeaseError_Fragment = { __typename: 'StaleLeaseError', code: string, message: string };
 
 type MutationErrorFields_StaleVersionError_Fragment = { __typename: 'StaleVersionError', code: string, message: string };
@@ -330,6 +333,7 @@ export type MutationErrorFieldsFragment =
   | MutationErrorFields_InvalidInputError_Fragment
   | MutationErrorFields_InvalidStateError_Fragment
   | MutationErrorFields_NotFoundError_Fragment
+  | MutationErrorFields_ObservationRecordTypeError_Fragment
   | MutationErrorFields_StaleLeaseError_Fragment
   | MutationErrorFields_StaleVersionError_Fragment
   | MutationErrorFields_SyncProgressConflictError_Fragment
