@@ -5,6 +5,7 @@
  */
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
+import { sweepDocument as sweepDocumentRows, type DocumentSweepResult } from '../src/store/document-sweep/index.js';
 import { LIVE_OPERATION_STATES, type ConnectorOperation } from '../src/store/operations/index.js';
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
 import type { GraphQLContext } from './context.js';
@@ -52,6 +53,18 @@ export async function hasConnectorWork(documentID: string, ctx: GraphQLContext):
   ]);
   const live: readonly string[] = LIVE_OPERATION_STATES;
   return watch !== null || trim !== null || candidates.length > 0 || operations.some((op: ConnectorOperation) => live.includes(op.state));
+}
+
+/**
+ * `sweepDocument` (service principals): the local document was deleted, so
+ * its connector rows go too — observation records, repair, trim, watch,
+ * candidates and finished operations — in one transaction. Refused with
+ * `DocumentSweepUnfinishedOperationError`, deleting nothing, while an
+ * unfinished operation names it. Deletions are not streamed to subscribers:
+ * a watch or operation that is gone simply stops emitting.
+ */
+export function sweepDocument(documentID: string, ctx: GraphQLContext): Promise<DocumentSweepResult> {
+  return sweepDocumentRows(ctx.store, documentID);
 }
 
 /** Visible connector state of one document: its type is just the id; every field loads. */

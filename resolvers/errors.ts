@@ -3,6 +3,7 @@
  * ones that belong to the API itself. The schema maps these to GraphQL types.
  */
 export {
+  DocumentSweepUnfinishedOperationError,
   IdempotencyConflictError,
   InvalidInputError,
   InvalidStateError,

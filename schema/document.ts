@@ -3,8 +3,10 @@
  * trim, `hasConnectorWork`). Every per-document lookup goes through a
  * per-request DataLoader, so N documents cost one statement per table, not N.
  */
+import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { documentLoaders, documentState, hasConnectorWork } from '../resolvers/documents.js';
+import { DocumentSweepUnfinishedOperationError } from '../resolvers/errors.js';
+import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
 import { EntityTrim } from './entity-trim.js';
 import { ObservationRecord, ObservationRepair } from './observation.js';
@@ -76,3 +78,36 @@ builder.queryFields((t) => ({
     resolve: (_root, args) => args.documentIDs.map(documentState),
   }),
 }));
+
+const SweepDocumentInput = builder.inputType('SweepDocumentInput', {
+  description: 'The local document was deleted: delete its connector rows.',
+  fields: (t) => ({ documentID: t.string({ validate: documentIDInput }) }),
+});
+
+const DocumentSweepCounts = builder.simpleObject('DocumentSweepCounts', {
+  description: 'How many rows of each kind the sweep deleted.',
+  fields: (t) => ({
+    observationRecords: t.int({ description: 'Of every signer.' }),
+    repairs: t.int(),
+    trims: t.int(),
+    watches: t.int(),
+    sweepCandidates: t.int(),
+    operations: t.int({ description: 'Finished (COMMITTED or DEAD) operations only.' }),
+  }),
+});
+
+const SweepDocumentPayload = builder.simpleObject('SweepDocumentPayload', {
+  fields: (t) => ({ documentID: t.string(), deleted: t.field({ type: DocumentSweepCounts }) }),
+});
+
+builder.mutationField('sweepDocument', (t) =>
+  t.field({
+    authScopes: { service: true },
+    description:
+      'Service principals only (a document id names one document across owners): delete a deleted document’s observation records, repair, trim, watch, sweep candidates and finished operations, in one transaction (SPEC §3.6). Refused while an unfinished operation names it.',
+    type: SweepDocumentPayload,
+    args: { input: t.arg({ type: SweepDocumentInput, required: true }) },
+    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: { name: 'SweepDocumentResult' } },
+    resolve: async (_root, { input }, ctx) => ({ documentID: input.documentID, deleted: await sweepDocument(input.documentID, ctx) }),
+  }),
+);

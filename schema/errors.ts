@@ -6,6 +6,7 @@
  */
 import { InputValidationError, type StandardSchemaV1 } from '@pothos/plugin-validation';
 import {
+  DocumentSweepUnfinishedOperationError,
   ForbiddenError,
   IdempotencyConflictError,
   InvalidInputError,
@@ -92,6 +93,15 @@ builder.objectType(ObservationRecordTypeError, {
   description: 'The store keeps observation records of type `connector.observation` only.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof ObservationRecordTypeError,
+  fields: () => ({}),
+});
+
+builder.objectType(DocumentSweepUnfinishedOperationError, {
+  name: 'DocumentSweepUnfinishedOperationError',
+  description:
+    'An unfinished (ATTEMPTED or RECONCILE_ONLY) operation names the document: its row is the idempotency record of a provider write, so nothing was deleted. Finish or give up the operation first.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof DocumentSweepUnfinishedOperationError,
   fields: () => ({}),
 });
 

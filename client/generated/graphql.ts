@@ -306,6 +306,8 @@ export type SyncStateFieldsFragment = { id: string, ownerDID: string, connectorN
 
 export type OperationLeaseFieldsFragment = { token: string, version: number, expiresAt: string };
 
+type MutationErrorFields_DocumentSweepUnfinishedOperationError_Fragment = { __typename: 'DocumentSweepUnfinishedOperationError', code: string, message: string };
+
 type MutationErrorFields_ForbiddenError_Fragment = { __typename: 'ForbiddenError', code: string, message: string };
 
 type MutationErrorFields_IdempotencyConflictError_Fragment = { __typename: 'IdempotencyConflictError', field: string, code: string, message: string };
@@ -327,6 +329,7 @@ type MutationErrorFields_StaleVersionError_Fragment = { __typename: 'StaleVersio
 type MutationErrorFields_SyncProgressConflictError_Fragment = { __typename: 'SyncProgressConflictError', code: string, message: string };
 
 export type MutationErrorFieldsFragment =
+  | MutationErrorFields_DocumentSweepUnfinishedOperationError_Fragment
   | MutationErrorFields_ForbiddenError_Fragment
   | MutationErrorFields_IdempotencyConflictError_Fragment
   | MutationErrorFields_InputValidationError_Fragment

@@ -8,7 +8,7 @@
  * transaction would be refused. Called outside a transaction, each statement
  * commits on its own.
  */
-import type { StoreContext } from '../context.js';
+import { inTransaction, type StoreContext } from '../context.js';
 import { DocumentSweepUnfinishedOperationError } from '../errors.js';
 import { LIVE_OPERATION_STATES, TERMINAL_OPERATION_STATES } from '../operations/types.js';
 
@@ -70,26 +70,46 @@ export async function hasConnectorWorkByDocumentIDs(store: StoreContext, documen
   return result;
 }
 
+/** How many rows of each kind a document sweep deleted. */
+export interface DocumentSweepResult {
+  observationRecords: number;
+  repairs: number;
+  trims: number;
+  watches: number;
+  sweepCandidates: number;
+  operations: number;
+}
+
 /**
  * Deletes the document's connector rows: its observation records (every
  * owner), repair obligation, trim record, watch, sweep candidates and finished
- * (`committed` / `dead`) operations. Throws
+ * (`committed` / `dead`) operations, and says how many of each went. Throws
  * {@link DocumentSweepUnfinishedOperationError}, deleting nothing, while an
  * unfinished operation names the document: deleting that row would let a
  * replayed request write to the provider again.
  */
-export async function sweepDocumentRows(store: StoreContext, documentID: string): Promise<void> {
+export async function sweepDocumentRows(store: StoreContext, documentID: string): Promise<DocumentSweepResult> {
   if (await hasUnfinishedOperation(store, documentID)) throw new DocumentSweepUnfinishedOperationError(documentID);
   const { db } = store;
+  const count = (result: { numDeletedRows: bigint }) => Number(result.numDeletedRows);
   // Every copy, whatever its owner or signer: the document id names one document.
-  await db.deleteFrom('kubun_connector_observation_records').where('type', '=', OBSERVATION_TYPE).where('id', '=', documentID).execute();
-  await db.deleteFrom('kubun_connector_observation_repair').where('document_id', '=', documentID).execute();
-  await db.deleteFrom('kubun_connector_entity_trim').where('document_id', '=', documentID).execute();
-  await db.deleteFrom('kubun_connector_projection_watch').where('document_id', '=', documentID).execute();
-  await db.deleteFrom('kubun_connector_sweep_candidate').where('document_id', '=', documentID).execute();
-  await db
-    .deleteFrom('kubun_connector_operation')
-    .where('document_id', '=', documentID)
-    .where('state', 'in', TERMINAL_OPERATION_STATES)
-    .execute();
+  const observationRecords = count(
+    await db.deleteFrom('kubun_connector_observation_records').where('type', '=', OBSERVATION_TYPE).where('id', '=', documentID).executeTakeFirst(),
+  );
+  const repairs = count(await db.deleteFrom('kubun_connector_observation_repair').where('document_id', '=', documentID).executeTakeFirst());
+  const trims = count(await db.deleteFrom('kubun_connector_entity_trim').where('document_id', '=', documentID).executeTakeFirst());
+  const watches = count(await db.deleteFrom('kubun_connector_projection_watch').where('document_id', '=', documentID).executeTakeFirst());
+  const sweepCandidates = count(await db.deleteFrom('kubun_connector_sweep_candidate').where('document_id', '=', documentID).executeTakeFirst());
+  const operations = count(
+    await db.deleteFrom('kubun_connector_operation').where('document_id', '=', documentID).where('state', 'in', TERMINAL_OPERATION_STATES).executeTakeFirst(),
+  );
+  return { observationRecords, repairs, trims, watches, sweepCandidates, operations };
+}
+
+/**
+ * {@link sweepDocumentRows} in a transaction of its own: the check and every
+ * delete commit together or not at all (for callers that hold none, like the API).
+ */
+export function sweepDocument(store: StoreContext, documentID: string): Promise<DocumentSweepResult> {
+  return inTransaction(store, (tx) => sweepDocumentRows(tx, documentID));
 }
