@@ -10,7 +10,20 @@ import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  ArmWatchDocument,
+  ArmWatchReason,
   ClaimOperationDocument,
+  CommitSweepReceiptDocument,
+  DueSweepCandidatesDocument,
+  ObservationRecordsDocument,
+  PutObservationRecordDocument,
+  RecordSweepOutcomeDocument,
+  RecordSweepReceiptDocument,
+  SetEntityTrimDocument,
+  SweepDocumentDocument,
+  SweepOutcome,
+  SweepReceiptsDocument,
+  UpsertObservationRepairDocument,
   ClaimWatchAttemptDocument,
   ConnectorOperationOp,
   DocumentStateDocument,
@@ -275,6 +288,99 @@ for (const dialect of testDialects()) {
     });
 
     // Last: it stops the server.
+    it('the ingest side: record a listing pass → apply its candidates → commit; observe → repair; trim; arm on ingest; sweep a deleted document', async () => {
+      const owner = keys.alice.did;
+      // A listing pass over alice's contacts did not see two local documents.
+      const recorded = expectPayload(
+        (
+          await send(
+            RecordSweepReceiptDocument,
+            {
+              input: {
+                ownerDID: owner,
+                connectorName: 'google',
+                partition: 'contacts',
+                provenance: 'listing-run-1',
+                sequence: 1,
+                modelID: 'contacts.person',
+                scope: 'contacts',
+                keep: 'listed',
+                sourceFetchHLC: '0001917c2a4e8b000000',
+                predicate: { since: '2026-01-01' },
+                kind: 'full',
+                complete: true,
+                candidates: [
+                  { documentID: 'doc-ingest-gone', sourceID: 'people/c1', modelID: 'contacts.person' },
+                  { documentID: 'doc-ingest-kept', sourceID: 'people/c2', modelID: 'contacts.person' },
+                ],
+              },
+            },
+            'worker',
+          )
+        ).recordSweepReceipt,
+        'RecordSweepReceiptPayload',
+      );
+      expect(recorded.created).toBe(true);
+      const receiptID = recorded.receipt.id;
+      const due = await send(DueSweepCandidatesDocument, { ownerDID: owner, connectorName: 'google' }, 'worker');
+      expect(due.dueSweepCandidates.map((c) => [c.documentID, c.receipt?.id])).toEqual([
+        ['doc-ingest-gone', receiptID],
+        ['doc-ingest-kept', receiptID],
+      ]);
+      const applied = expectPayload(
+        (await send(RecordSweepOutcomeDocument, { input: { receipt: receiptID, documentID: 'doc-ingest-gone', outcome: SweepOutcome.Applied } }, 'worker')).recordSweepOutcome,
+        'SweepCandidatePayload',
+      );
+      expect(applied.candidate.state).toBe('APPLIED');
+      await send(RecordSweepOutcomeDocument, { input: { receipt: receiptID, documentID: 'doc-ingest-kept', outcome: SweepOutcome.Kept } }, 'worker');
+      const committed = expectPayload((await send(CommitSweepReceiptDocument, { input: { id: receiptID } }, 'worker')).commitSweepReceipt, 'CommitSweepReceiptPayload');
+      expect(committed).toMatchObject({ newlyCommitted: true, checkpointAdvanced: true, checkpoint: { receiptSequence: 1, provenance: 'listing-run-1' } });
+      // The owner's dashboard sees the pass, its counts and the checkpoint.
+      const receipts = await send(SweepReceiptsDocument, { first: 5, filter: { partition: 'contacts' } });
+      expect(receipts.sweepReceipts.edges[0]?.node).toMatchObject({ id: receiptID, committedAt: expect.any(String), checkpoint: { receiptSequence: 1 } });
+      expect(receipts.sweepReceipts.edges[0]?.node.candidateCounts).toEqual([
+        { state: 'PENDING', count: 0 },
+        { state: 'APPLIED', count: 1 },
+        { state: 'KEPT', count: 1 },
+        { state: 'FAILED', count: 0 },
+      ]);
+
+      // An observation of the kept document, a repair obligation for it, a trim, and an ingest arm of its watch.
+      const put = expectPayload(
+        (
+          await send(PutObservationRecordDocument, {
+            input: { type: 'connector.observation', documentID: 'doc-ingest-kept', opHash: 'op-1', hlc: '0001917c2a4e8b000001', opJWT: 'eyJ.e30.sig', payload: 'AAEC' },
+          })
+        ).putObservationRecord,
+        'PutObservationRecordPayload',
+      );
+      expect(put.inserted).toBe(true);
+      expect((await send(ObservationRecordsDocument, { documentID: 'doc-ingest-kept' })).observationRecords).toMatchObject([{ owner, opHash: 'op-1', payload: 'AAEC' }]);
+      const repair = expectPayload(
+        (await send(UpsertObservationRepairDocument, { input: { documentID: 'doc-ingest-kept', fetchHLC: 'f1', decisionHLC: 'd1', present: true } })).upsertObservationRepair,
+        'ObservationRepairPayload',
+      );
+      expect(repair.repair.owner).toBe(owner);
+      expectPayload(
+        (await send(SetEntityTrimDocument, { input: { documentID: 'doc-ingest-kept', connectorName: 'google', trimmedFields: { notes: 'cut' } } })).setEntityTrim,
+        'EntityTrimPayload',
+      );
+      const watchInput = { connectorName: 'google', model: 'contacts.person', accountKey: 'primary', sourceID: 'people/c2' };
+      const created = expectPayload(
+        (await send(ArmWatchDocument, { input: { ...watchInput, documentID: 'doc-ingest-kept', reason: ArmWatchReason.Ingest } })).armWatch,
+        'ArmWatchPayload',
+      );
+      const coalesced = expectPayload((await send(ArmWatchDocument, { input: { ...watchInput, reason: ArmWatchReason.Ingest } })).armWatch, 'ArmWatchPayload');
+      expect([created.outcome, coalesced.outcome, coalesced.watch.version]).toEqual(['CREATED', 'COALESCED', created.watch.version]);
+      const state = await send(DocumentStateDocument, { documentID: 'doc-ingest-kept' });
+      expect(state.document.hasConnectorWork).toBe(true);
+
+      // The document is deleted locally later: its connector rows go with it.
+      const swept = expectPayload((await send(SweepDocumentDocument, { input: { documentID: 'doc-ingest-kept' } }, 'worker')).sweepDocument, 'SweepDocumentPayload');
+      expect(swept.deleted).toEqual({ observationRecords: 1, repairs: 1, trims: 1, watches: 1, sweepCandidates: 1, operations: 0 });
+      expect((await send(DocumentStateDocument, { documentID: 'doc-ingest-kept' })).document.hasConnectorWork).toBe(false);
+    });
+
     it('on SIGTERM: readiness fails first (503 while draining), a request in flight still finishes, the pool closes, exit 0', async () => {
       const proc = running();
       const body = JSON.stringify({ query: '{ serverInfo { dialect viewerIsService } }' });
