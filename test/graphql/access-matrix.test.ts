@@ -29,7 +29,9 @@ import {
   REQUEST_REPULL,
   UPDATE_SYNC_PROGRESS,
 } from '../helpers/graphql-documents.js';
+import { recordSweepReceipt } from '../../src/store/sweeps/index.js';
 import {
+  nodeID,
   seedClaim,
   seedFinalized,
   seedSyncState,
@@ -53,6 +55,8 @@ interface World {
   committed: SeededFinalized;
   /** Alice's google sync state. */
   sync: { id: string; incarnation: string | null };
+  /** Alice's uncommitted sweep receipt with one pending candidate, doc-swept. */
+  receipt: { id: string };
   dids: { alice: string; bob: string; worker: string };
 }
 
@@ -328,6 +332,34 @@ const CASES: Case[] = [
     ok: (data, _who, w) => expect(data.result).toMatchObject({ __typename: 'UpdateSyncProgressPayload', applied: true, syncState: { id: w.sync.id, version: 1 } }),
     refused: notFound,
   },
+  // ---- the ingest side ----
+  {
+    name: 'node(SweepReceipt)',
+    query: 'query($id: ID!) { result: node(id: $id) { __typename id ... on SweepReceipt { candidateCounts { state count } } } }',
+    variables: (w) => ({ id: w.receipt.id }),
+    unknown: () => ({ id: unknownNodeID('SweepReceipt') }),
+    allowed: ['owner', 'service'],
+    ok: (data, _who, w) => expect(data.result).toMatchObject({ id: w.receipt.id, candidateCounts: [{ state: 'PENDING', count: 1 }, {}, {}, {}] }),
+    refused: (data) => expect(data.result).toBeNull(),
+  },
+  {
+    name: 'recordSweepOutcome',
+    query: `mutation($input: RecordSweepOutcomeInput!) { result: recordSweepOutcome(input: $input) { __typename ... on SweepCandidatePayload { candidate { documentID state } } ${ERROR} } }`,
+    variables: (w) => ({ input: { receipt: w.receipt.id, documentID: 'doc-swept', outcome: 'APPLIED' } }),
+    unknown: () => ({ input: { receipt: unknownNodeID('SweepReceipt'), documentID: 'doc-swept', outcome: 'APPLIED' } }),
+    allowed: ['owner', 'service'],
+    ok: (data) => expect(data.result).toEqual({ __typename: 'SweepCandidatePayload', candidate: { documentID: 'doc-swept', state: 'APPLIED' } }),
+    refused: notFound,
+  },
+  {
+    name: 'deleteSyncState',
+    query: `mutation($input: DeleteSyncStateInput!) { result: deleteSyncState(input: $input) { __typename ... on DeleteSyncStatePayload { deletedID } ${ERROR} } }`,
+    variables: (w) => ({ input: { id: w.sync.id } }),
+    unknown: () => ({ input: { id: unknownNodeID('SyncState') } }),
+    allowed: ['owner', 'service'],
+    ok: (data, _who, w) => expect(data.result).toEqual({ __typename: 'DeleteSyncStatePayload', deletedID: w.sync.id }),
+    refused: notFound,
+  },
 ];
 
 function claimInput(operationID: string, ownerDID: string) {
@@ -366,6 +398,7 @@ const TABLES: (keyof Database)[] = [
   'kubun_connector_sync_state',
   'kubun_connector_entity_trim',
   'kubun_connector_sweep_candidate',
+  'kubun_connector_sweep_receipt',
 ];
 
 describeGraphQL('graphql access matrix', (s) => {
@@ -377,7 +410,12 @@ describeGraphQL('graphql access matrix', (s) => {
     await seedTrim(s, { documentID: 'doc-1' });
     await insertCandidateRow(s.store, { document_id: 'doc-1', owner_did: dids.alice });
     const sync = await seedSyncState(s, { connectorName: 'google' });
-    return { live, committed, sync: { id: sync.id, incarnation: sync.syncState.incarnation }, dids };
+    const { receipt } = await recordSweepReceipt(s.store, {
+      key: { ownerDID: dids.alice, connectorName: 'google', partition: 'p', provenance: 'run-1' },
+      sequence: 1, modelID: 'm', scope: 's', keep: 'k', sourceFetchHLC: 'h', kind: 'full', complete: true,
+      candidates: [{ documentID: 'doc-swept', sourceID: 'src', modelID: 'm' }],
+    });
+    return { live, committed, sync: { id: sync.id, incarnation: sync.syncState.incarnation }, receipt: { id: nodeID('SweepReceipt', receipt.nodeKey) }, dids };
   }
 
   /** Every row of every table the API touches, for "nothing changed". */
@@ -422,7 +460,7 @@ describeGraphQL('graphql access matrix', (s) => {
         for (const [from, to] of swaps(variables, unknownVariables)) unknownText = unknownText.split(from).join(to);
         expect(JSON.stringify(real)).toBe(unknownText);
         // Nothing of the hidden rows leaks into the answer.
-        for (const secret of [w.committed.watchID, w.sync.id, w.live.lease.token, ...(who === 'stranger' ? [w.live.id, w.committed.id] : [])]) {
+        for (const secret of [w.committed.watchID, w.sync.id, w.receipt.id, w.live.lease.token, ...(who === 'stranger' ? [w.live.id, w.committed.id] : [])]) {
           if (!JSON.stringify(variables).includes(secret)) expect(JSON.stringify(real)).not.toContain(secret);
         }
         expect(await snapshot()).toEqual(before);
