@@ -149,7 +149,7 @@ const snapshots = new WeakMap<ChangeEvent, Promise<unknown>>();
  * The row a change event points at, read once per event per process and
  * shared by every subscriber that handles that event (the feed hands the same
  * event object to all of them): 200 subscribers cost one read, not 200. Each
- * subscriber still judges the row with its own viewer (see `primeVisible`).
+ * subscriber still judges the row with its own viewer (see `changedNode`).
  */
 export function snapshotOf<R>(event: ChangeEvent, read: () => Promise<R>): Promise<R> {
   let pending = snapshots.get(event) as Promise<R> | undefined;
@@ -183,35 +183,23 @@ function watchMatches(filter: WatchFilterArgs | null | undefined) {
 }
 
 /**
- * A changed operation as this subscriber may see it: the event's shared
- * snapshot, judged by the same access rule as the node loader, primed into
- * the subscriber's own (fresh) loader so nested fields resolve as in queries.
+ * Loads a changed node as this subscriber may see it: the event's shared
+ * snapshot (`read`), judged by the same access rule as the node loader
+ * (`canSee`), primed into the subscriber's own (fresh) loader so nested
+ * fields resolve as in queries.
  */
-function changedOperation(loader: NodeLoaderOf<ConnectorOperation>) {
-  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<ConnectorOperation | null> => {
-    const row = await snapshotOf(event, async () => (await getOperationsByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
-    if (row === null || !canSeeOperation(ctx.viewer, row)) return null;
-    return loader().prime(event.nodeKey, row).load(event.nodeKey);
-  };
+function changedNode<T>(read: (store: GraphQLContext['store'], nodeKeys: string[]) => Promise<(T | null)[]>, canSee: (ctx: GraphQLContext, row: T) => boolean) {
+  return (loader: NodeLoaderOf<T>) =>
+    async (event: ChangeEvent, ctx: GraphQLContext): Promise<T | null> => {
+      const row = await snapshotOf(event, async () => (await read(ctx.store, [event.nodeKey]))[0] ?? null);
+      if (row === null || !canSee(ctx, row)) return null;
+      return loader().prime(event.nodeKey, row).load(event.nodeKey);
+    };
 }
 
-/** A changed watch as this subscriber may see it (see {@link changedOperation}). */
-function changedWatch(loader: NodeLoaderOf<ProjectionWatch>) {
-  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<ProjectionWatch | null> => {
-    const row = await snapshotOf(event, async () => (await getWatchesByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
-    if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
-    return loader().prime(event.nodeKey, row).load(event.nodeKey);
-  };
-}
-
-/** A changed sweep receipt as this subscriber may see it (see {@link changedOperation}). */
-function changedSweepReceipt(loader: NodeLoaderOf<SweepReceipt>) {
-  return async (event: ChangeEvent, ctx: GraphQLContext): Promise<SweepReceipt | null> => {
-    const row = await snapshotOf(event, async () => (await getSweepReceiptsByNodeKeys(ctx.store, [event.nodeKey]))[0] ?? null);
-    if (row === null || !canSeeOwned(ctx.viewer, row)) return null;
-    return loader().prime(event.nodeKey, row).load(event.nodeKey);
-  };
-}
+const changedOperation = changedNode<ConnectorOperation>(getOperationsByNodeKeys, (ctx, op) => canSeeOperation(ctx.viewer, op));
+const changedWatch = changedNode<ProjectionWatch>(getWatchesByNodeKeys, (ctx, watch) => canSeeOwned(ctx.viewer, watch));
+const changedSweepReceipt = changedNode<SweepReceipt>(getSweepReceiptsByNodeKeys, (ctx, receipt) => canSeeOwned(ctx.viewer, receipt));
 
 /** `sweepReceiptChanged`: every committed change of one visible receipt or of its candidates. */
 export function sweepReceiptChanged(nodeKey: string, ctx: GraphQLContext, loader: NodeLoaderOf<SweepReceipt>) {

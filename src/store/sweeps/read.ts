@@ -5,7 +5,7 @@
  */
 import { sql, type SqlBool } from 'kysely';
 import type { StoreContext } from '../context.js';
-import { alignByNodeKey } from '../node-keys.js';
+import { alignByKey, alignByNodeKey } from '../node-keys.js';
 import { requireNonNegativeInteger } from '../validate.js';
 import { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './row.js';
 import {
@@ -20,6 +20,9 @@ import {
 
 const receiptKeyString = (key: SweepReceiptKey) => JSON.stringify([key.ownerDID, key.connectorName, key.partition, key.provenance]);
 const partitionKeyString = (key: SweepKey) => JSON.stringify([key.ownerDID, key.connectorName, key.partition]);
+/** The receipt key of a receipt or candidate row, spelled like {@link receiptKeyString}. */
+const receiptKeyOfRow = (row: { owner_did: string; connector_name: string; partition: string; provenance: string }) =>
+  receiptKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition, provenance: row.provenance });
 
 /**
  * `(owner_did, connector_name, partition, provenance) IN ((…), …)`: a
@@ -42,11 +45,7 @@ export async function getSweepReceiptsByNodeKeys(store: StoreContext, nodeKeys: 
 export async function getSweepReceiptsByKeys(store: StoreContext, keys: readonly SweepReceiptKey[]): Promise<(SweepReceipt | null)[]> {
   if (keys.length === 0) return [];
   const rows = await store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(inReceiptKeys(keys)).execute();
-  const byKey = new Map(rows.map((row) => [receiptKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition, provenance: row.provenance }), row]));
-  return keys.map((key) => {
-    const row = byKey.get(receiptKeyString(key));
-    return row === undefined ? null : rowToSweepReceipt(row);
-  });
+  return alignByKey(rows, keys, receiptKeyOfRow, receiptKeyString, rowToSweepReceipt);
 }
 
 /** Reads the checkpoints of many partitions in one statement; aligned with `keys` (`null` before a first commit). */
@@ -59,11 +58,13 @@ export async function getSweepCheckpointsByKeys(store: StoreContext, keys: reado
       eb(refTuple('owner_did', 'connector_name', 'partition'), 'in', keys.map((key) => tuple(key.ownerDID, key.connectorName, key.partition))),
     )
     .execute();
-  const byKey = new Map(rows.map((row) => [partitionKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition }), row]));
-  return keys.map((key) => {
-    const row = byKey.get(partitionKeyString(key));
-    return row === undefined ? null : rowToSweepCheckpoint(row);
-  });
+  return alignByKey(
+    rows,
+    keys,
+    (row) => partitionKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition }),
+    partitionKeyString,
+    rowToSweepCheckpoint,
+  );
 }
 
 /** How many candidates a receipt has in each state. */
@@ -85,7 +86,7 @@ export async function countSweepCandidatesByReceiptKeys(store: StoreContext, key
     .execute();
   const byKey = new Map<string, SweepCandidateCounts>();
   for (const row of rows) {
-    const key = receiptKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition, provenance: row.provenance });
+    const key = receiptKeyOfRow(row);
     const counts = byKey.get(key) ?? zero();
     counts[row.state as SweepCandidateState] = Number(row.count);
     byKey.set(key, counts);
@@ -142,7 +143,7 @@ export async function getSweepCandidatePages(
     .execute();
   const byKey = new Map<string, SweepCandidate[]>();
   for (const row of rows) {
-    const key = receiptKeyString({ ownerDID: row.owner_did, connectorName: row.connector_name, partition: row.partition, provenance: row.provenance });
+    const key = receiptKeyOfRow(row);
     const list = byKey.get(key) ?? [];
     list.push(rowToSweepCandidate(row));
     byKey.set(key, list);

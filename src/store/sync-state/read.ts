@@ -2,7 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState } from './types.js';
-import { alignByNodeKey } from '../node-keys.js';
+import { alignByKey, alignByNodeKey } from '../node-keys.js';
 
 /** Reads the sync state with this node key, or `null`. */
 export async function getSyncStateByNodeKey(store: StoreContext, nodeKey: string): Promise<SyncState | null> {
@@ -26,11 +26,13 @@ export async function getSyncStatesByKeys(store: StoreContext, keys: readonly Sy
       eb(refTuple('connector_name', 'owner_did'), 'in', keys.map((key) => tuple(key.connectorName, key.ownerDID))),
     )
     .execute();
-  const byKey = new Map(rows.map((row) => [JSON.stringify([row.connector_name, row.owner_did]), row]));
-  return keys.map((key) => {
-    const row = byKey.get(JSON.stringify([key.connectorName, key.ownerDID]));
-    return row === undefined ? null : rowToSyncState(row);
-  });
+  return alignByKey(
+    rows,
+    keys,
+    (row) => JSON.stringify([row.connector_name, row.owner_did]),
+    (key) => JSON.stringify([key.connectorName, key.ownerDID]),
+    rowToSyncState,
+  );
 }
 
 /** Reads many sync states in one statement; the result is aligned with `nodeKeys` (`null` where none). */
