@@ -96,7 +96,10 @@ export interface OpenDatabaseOptions {
   poolMax?: number;
   /** SQLite: how long a writer waits for a lock held by another process, in ms. Default 5 000. */
   busyTimeoutMs?: number;
-  /** Called with errors of idle pooled clients (which would otherwise crash the process). */
+  /**
+   * Called with errors of pooled clients, idle or in use (a terminated
+   * backend, a dropped connection), which would otherwise crash the process.
+   */
   onPoolError?: (error: Error) => void;
 }
 
@@ -105,6 +108,12 @@ export interface OpenDatabase {
   db: Kysely<Database>;
   dialect: DialectName;
   target: DatabaseTarget;
+  /**
+   * Whether the database answers, through a connection budget of its own (on
+   * Postgres one extra connection outside the request pool), so readiness
+   * still tells the truth while the request pool is exhausted.
+   */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -112,9 +121,25 @@ const INT8_OID = 20;
 
 /** Opens (without yet connecting to) the database of `target`. */
 export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOptions = {}): OpenDatabase {
-  const dialect = target.dialect === 'postgres' ? postgresDialect(target.connectionString, options) : sqliteDialect(target.path, options);
-  const db = new Kysely<Database>({ dialect, log: options.log });
-  return { db, dialect: target.dialect, target, close: () => db.destroy() };
+  if (target.dialect === 'sqlite') {
+    const db = new Kysely<Database>({ dialect: sqliteDialect(target.path, options), log: options.log });
+    return { db, dialect: 'sqlite', target, ping: async () => void (await sql`select 1`.execute(db)), close: () => db.destroy() };
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(target.connectionString, options) }), log: options.log });
+  let health: pg.Pool | undefined;
+  return {
+    db,
+    dialect: 'postgres',
+    target,
+    ping: async () => {
+      health ??= postgresPool(target.connectionString, { ...options, poolMax: 1, connectionTimeoutMs: 2_000, statementTimeoutMs: 2_000 });
+      await health.query('select 1');
+    },
+    close: async () => {
+      await health?.end();
+      await db.destroy();
+    },
+  };
 }
 
 /**
@@ -131,7 +156,7 @@ export async function checkConnection(open: OpenDatabase): Promise<void> {
   }
 }
 
-function postgresDialect(connectionString: string, options: OpenDatabaseOptions): Dialect {
+function postgresPool(connectionString: string, options: OpenDatabaseOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max: options.poolMax ?? 10,
@@ -144,8 +169,14 @@ function postgresDialect(connectionString: string, options: OpenDatabaseOptions)
         oid === INT8_OID ? (value: string) => Number.parseInt(value, 10) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
     },
   });
-  pool.on('error', (error) => options.onPoolError?.(error));
-  return new PostgresDialect({ pool });
+  // pg-pool listens for errors only on idle clients; a client whose backend is
+  // terminated mid-query emits 'error' too, and an unheard 'error' event would
+  // end the process. The query itself still fails, and the request with it.
+  pool.on('connect', (client) => client.on('error', (error) => options.onPoolError?.(error)));
+  pool.on('error', () => {
+    // Idle clients: already reported through the client listener above.
+  });
+  return pool;
 }
 
 function sqliteDialect(path: string, options: OpenDatabaseOptions): Dialect {

@@ -10,9 +10,9 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { GraphQLError } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
-import { sql } from 'kysely';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveViewer } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
+import { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
 import { createGraphQLContext, type ChangeFeed, type GraphQLContext } from '../../resolvers/context.js';
 import { schema } from '../../schema/index.js';
@@ -74,7 +74,8 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
       endpoint: '/readyz',
       check: async () => {
         if (!ready) return false;
-        await sql`select 1`.execute(database.db);
+        // Its own connection budget: an exhausted request pool must not make a healthy replica look dead.
+        await database.ping();
         const feed = changes.status();
         // Live updates are part of the service: a replica whose feed is down
         // drains until it reconnects, and says why.
@@ -112,6 +113,9 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
       maskError: (error) => {
         if (error instanceof GraphQLError && error.originalError === undefined) return error;
         if (error instanceof GraphQLError && error.originalError instanceof GraphQLError) return error;
+        // Overload and lost connections are typed and retryable (503 + Retry-After), never a defect's mask.
+        const failure = classifyDatabaseError(error instanceof GraphQLError ? error.originalError : error);
+        if (failure !== null) return retryableError(failure, error instanceof GraphQLError ? error.path : undefined);
         return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
       },
     },
@@ -166,6 +170,18 @@ function bodySizeLimit(maxBytes: number): Plugin {
   };
 }
 
+/** A retryable database failure as the client sees it: typed code, `retryable: true`, HTTP 503 with `Retry-After`. */
+function retryableError(failure: DatabaseFailure, path: readonly (string | number)[] | undefined): GraphQLError {
+  return new GraphQLError(failure.message, {
+    ...(path !== undefined && { path }),
+    extensions: {
+      code: failure.code,
+      retryable: true,
+      http: { status: 503, headers: { 'Retry-After': String(failure.retryAfterSeconds) } },
+    },
+  });
+}
+
 /** Logs every error that will be masked, with the request id, before yoga masks it. */
 function logUnexpectedErrors(): Plugin<GraphQLContext> {
   return {
@@ -176,7 +192,9 @@ function logUnexpectedErrors(): Plugin<GraphQLContext> {
           for (const error of r.errors ?? []) {
             const original = error.originalError;
             if (original === undefined || original instanceof GraphQLError) continue;
-            args.contextValue.log.error({ err: original, path: error.path }, 'unexpected resolver error');
+            const failure = classifyDatabaseError(original);
+            if (failure !== null) args.contextValue.log.warn({ err: original, code: failure.code, path: error.path }, 'retryable database failure');
+            else args.contextValue.log.error({ err: original, path: error.path }, 'unexpected resolver error');
           }
         }
       },

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   const database = openDatabase(config.database, {
     statementTimeoutMs: config.db.statementTimeoutMs,
     poolMax: config.db.poolMax,
-    onPoolError: (error) => logger.error({ err: error }, 'idle database client failed'),
+    onPoolError: (error) => logger.error({ err: error }, 'a pooled database connection failed'),
   });
   await checkConnection(database);
   const applied = await migrateToLatest(database.db, database.dialect);
