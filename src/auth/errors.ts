@@ -64,7 +64,9 @@ export class DIDKeyError extends Error {
  */
 export function bearerChallenge(error: AuthenticationError, realm = 'connector-store'): string {
   const kind = error.code === 'AUTHORIZATION_HEADER' ? 'invalid_request' : 'invalid_token';
-  // Quoted-string values may not contain `"` or `\`; messages are ours, but stay safe.
-  const description = error.message.replace(/["\\]/g, "'");
+  // RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E only. Anything
+  // else (a quote, a backslash, a non-ASCII character such as "…") would make the
+  // header invalid, and an invalid header means no answer at all.
+  const description = error.message.replace(/…/g, '...').replace(/["\\]/g, "'").replace(/[^\x20-\x21\x23-\x5B\x5D-\x7E]/g, '?');
   return `Bearer realm="${realm}", error="${kind}", error_description="${description}"`;
 }

@@ -3,6 +3,7 @@
  * query limits, introspection, masked unexpected errors with request ids in
  * the response and the log, and no secrets in the logs.
  */
+import { SignJWT } from 'jose';
 import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { generateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
@@ -37,6 +38,19 @@ describeEachDialect('server edges', (suite) => {
       headers: { 'content-type': 'application/json', authorization: await bearer(), ...headers },
       body: JSON.stringify({ query, variables }),
     });
+
+  it('answers 401 with a valid WWW-Authenticate header whatever the token’s iss (non-did:key, non-ASCII, quotes)', async () => {
+    const app = makeApp();
+    const now = Math.floor(suite.clock.now() / 1_000);
+    for (const iss of ['did:web:example.com', 'did:key:zé“quoted”\\', 'not a did at all', '']) {
+      const token = await new SignJWT({}).setProtectedHeader({ alg: 'EdDSA' }).setIssuer(iss).setAudience(AUDIENCE).setIssuedAt(now).setExpirationTime(now + 60).sign(alice.privateKey);
+      const response = await post(app, '{ serverInfo { dialect } }', {}, { authorization: `Bearer ${token}` });
+      expect(response.status, iss).toBe(401);
+      const challenge = response.headers.get('www-authenticate') ?? '';
+      expect(challenge, iss).toMatch(/^Bearer realm="connector-store", error="invalid_token", error_description="[\x20-\x21\x23-\x5B\x5D-\x7E]*"$/);
+      expect(((await response.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code, iss).toBe('TOKEN_ISSUER');
+    }
+  });
 
   it('/healthz answers 200 without touching auth', async () => {
     const response = await makeApp().yoga.fetch('http://localhost/healthz');
