@@ -17,11 +17,9 @@ export async function loadWatchesByNodeKeys(nodeKeys: readonly string[], ctx: Gr
 
 /** Batch loader of each document's visible watch. */
 export async function loadWatchesByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<(ProjectionWatch | null)[]> {
-  const byDocument = await watches.getWatchesByDocumentIDs(ctx.store, documentIDs);
-  return documentIDs.map((id) => {
-    const watch = byDocument.get(id) ?? null;
-    return watch !== null && canSeeOwned(ctx.viewer, watch) ? watch : null;
-  });
+  // The newest watch the viewer may see, not the newest watch: another owner's must not hide theirs.
+  const byDocument = await watches.getAllWatchesByDocumentIDs(ctx.store, documentIDs);
+  return documentIDs.map((id) => (byDocument.get(id) ?? []).find((watch) => canSeeOwned(ctx.viewer, watch)) ?? null);
 }
 
 /** Filter arguments of `watches`. */

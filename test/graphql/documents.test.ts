@@ -101,6 +101,19 @@ describeGraphQL('graphql documents', (suite) => {
       const mallory = await suite.gql(DOCUMENT, { documentID: 'doc-shared' }, { as: 'mallory' });
       expect(mallory.data.document).toEqual({ documentID: 'doc-shared', ...EMPTY });
     });
+
+    it('another owner’s newer watch of the same document id hides neither the owner’s watch nor their work', async () => {
+      const { watch: mine } = await seedWatch(suite, { documentID: 'doc-twice' });
+      suite.clock.advance(60_000);
+      const { watch: bobs } = await seedWatch(suite, { documentID: 'doc-twice', ownerDID: suite.keys.bob.did });
+      const q = `{ document(documentID: "doc-twice") { watch { id ownerDID } hasConnectorWork } }`;
+      const alice = await suite.gql(q);
+      expect(alice.data.document).toEqual({ watch: { id: nodeID('ProjectionWatch', mine.nodeKey), ownerDID: suite.keys.alice.did }, hasConnectorWork: true });
+      const bob = await suite.gql(q, {}, { as: 'bob' });
+      expect(bob.data.document).toEqual({ watch: { id: nodeID('ProjectionWatch', bobs.nodeKey), ownerDID: suite.keys.bob.did }, hasConnectorWork: true });
+      const mallory = await suite.gql(q, {}, { as: 'mallory' });
+      expect(mallory.data.document).toEqual({ watch: null, hasConnectorWork: false });
+    });
   });
 
   describe('documents', () => {

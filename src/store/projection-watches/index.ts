@@ -22,6 +22,7 @@ export {
 } from './record-verification.js';
 export {
   getWatch,
+  getAllWatchesByDocumentIDs,
   getWatchByDocument,
   getWatchByNodeKey,
   getWatchesByDocumentIDs,

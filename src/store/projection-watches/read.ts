@@ -60,6 +60,28 @@ export async function getWatchByDocument(store: StoreContext, documentID: string
 }
 
 /**
+ * Every watch of these documents in one statement, newest first per document
+ * (a document id may be watched under several owners or models); every
+ * requested id is in the map, with an empty list when nothing watches it.
+ * Readers that filter by viewer pick from the whole list, so another owner's
+ * newer watch never hides the viewer's own.
+ */
+export async function getAllWatchesByDocumentIDs(store: StoreContext, documentIDs: readonly string[]): Promise<Map<string, ProjectionWatch[]>> {
+  const result = new Map<string, ProjectionWatch[]>();
+  for (const id of documentIDs) result.set(id, []);
+  if (result.size === 0) return result;
+  const rows = await store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where('document_id', 'in', [...result.keys()])
+    .orderBy('created_at', 'desc')
+    .orderBy('node_key', 'desc')
+    .execute();
+  for (const row of rows) result.get(row.document_id)?.push(rowToProjectionWatch(row));
+  return result;
+}
+
+/**
  * The watches of these documents in one statement, keyed by document id
  * (absent when a document has none). Same choice as
  * {@link getWatchByDocument} when a document id has several.
