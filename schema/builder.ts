@@ -4,6 +4,7 @@
  */
 import SchemaBuilder from '@pothos/core';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
+import ComplexityPlugin from '@pothos/plugin-complexity';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
@@ -13,6 +14,7 @@ import { GraphQLError } from 'graphql';
 import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
 import type { GraphQLContext } from '../resolvers/context.js';
+import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
 import { parseDID } from './scalars.js';
@@ -52,7 +54,10 @@ export const builder = new SchemaBuilder<{
     NoNulStringsPlugin,
     DataloaderPlugin,
     SimpleObjectsPlugin,
+    ComplexityPlugin,
   ],
+  // Costs per field (see complexity.ts); the budget is enforced per request by the server.
+  complexity: { defaultComplexity: 1, defaultListMultiplier: 10 },
   defaultFieldNullability: false,
   defaultInputFieldRequiredness: true,
   relay: {
@@ -65,8 +70,11 @@ export const builder = new SchemaBuilder<{
       authScopes: { authenticated: true },
       resolve: (_root, { id }, _ctx, _info, resolveNode) => (NODE_TYPES.has(id.typename) ? resolveNode(id) : null),
     },
+    // A connection's price is set by its page size (connectionComplexity): its edges are not multiplied again.
+    edgesFieldOptions: { complexity: { field: 1, multiplier: 1 } },
     nodesQueryOptions: {
       authScopes: { authenticated: true },
+      complexity: (args: { ids: readonly unknown[] }) => listComplexity(args.ids),
       description: `Relay refetch of several nodes, in order (at most ${MAX_NODES_PER_REQUEST}); null where unknown or not visible.`,
       args: { ids: { validate: z.array(z.unknown()).max(MAX_NODES_PER_REQUEST, `at most ${MAX_NODES_PER_REQUEST} ids`) } },
       resolve: async (_root, args, _ctx, _info, resolveNodes) => {

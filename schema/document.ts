@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { DocumentSweepUnfinishedOperationError } from '../resolvers/errors.js';
 import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
+import { listComplexity } from './complexity.js';
 import { EntityTrim } from './entity-trim.js';
 import { ObservationRecord, ObservationRepair } from './observation.js';
 import { SweepCandidate } from './sweep.js';
@@ -71,6 +72,7 @@ builder.queryFields((t) => ({
   documents: t.field({
     type: [DocumentConnectorState],
     description: `Several documents’ connector state, in the order asked (at most ${MAX_DOCUMENTS}).`,
+    complexity: (args) => listComplexity(args.documentIDs),
     authScopes: { authenticated: true },
     args: {
       documentIDs: t.arg.stringList({ required: true, validate: z.array(documentIDInput).max(MAX_DOCUMENTS, `at most ${MAX_DOCUMENTS} documents`) }),

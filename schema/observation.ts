@@ -9,6 +9,7 @@ import { InputValidationError } from '@pothos/plugin-validation';
 import { ForbiddenError, ObservationRecordTypeError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/observations.js';
 import type { ObservationRecord as RecordShape, ObservationRepair as RepairShape } from '../resolvers/observations.js';
+import { connectionComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { base64Input, documentIDInput, hlcInput, textInput } from './inputs.js';
 
@@ -55,6 +56,7 @@ builder.queryFields((t) => ({
   }),
   repairsWrittenSince: t.connection(
     {
+      complexity: connectionComplexity,
       type: ObservationRepair,
       description:
         'Workers’ feed (service principals only): repairs in the order they were written, after `after`. Keep the last endCursor and ask again; a rewritten repair comes round again. Pages forward only.',

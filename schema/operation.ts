@@ -22,6 +22,7 @@ import {
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { loadWatchesByDocumentIDs, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, type DecodedNodeID } from './node-ids.js';
+import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder, type Types } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { FENCED_WRITE_ERRORS } from './errors.js';
@@ -132,6 +133,7 @@ export const OperationFilter = builder.inputType('OperationFilter', {
 builder.queryFields((t) => ({
   operations: t.connection(
     {
+      complexity: connectionComplexity,
       type: ConnectorOperation,
       description: 'The viewer’s visible operations (as caller or owner; a service sees all), newest first.',
       authScopes: { authenticated: true },
@@ -155,6 +157,7 @@ builder.queryFields((t) => ({
       'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first. Claim one with acquireOperationLease.',
     authScopes: { service: true },
     args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
+    complexity: firstComplexity,
     resolve: (_root, args, ctx) => resolve.listDueOperations(args.first ?? 20, ctx),
   }),
   operationByKey: t.field({

@@ -19,6 +19,7 @@ import {
   type SweepCheckpoint as CheckpointShape,
   type SweepReceipt as ReceiptShape,
 } from '../resolvers/sweeps.js';
+import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { enumValues } from './enums.js';
 import { documentIDInput, hlcInput, jsonInput, nameInput, textInput, versionInput } from './inputs.js';
@@ -108,6 +109,7 @@ export const SweepCandidate = builder.objectRef<CandidateShape>('SweepCandidate'
 builder.objectField(SweepReceipt, 'candidates', (t) =>
   t.connection(
     {
+      complexity: connectionComplexity,
       type: SweepCandidate,
       description: 'The receipt’s candidates by document id, optionally in some states. Pages forward only.',
       args: { states: t.arg({ type: [SweepCandidateState], required: false }) },
@@ -130,6 +132,7 @@ export const SweepReceiptFilter = builder.inputType('SweepReceiptFilter', {
 builder.queryFields((t) => ({
   sweepReceipts: t.connection(
     {
+      complexity: connectionComplexity,
       type: SweepReceipt,
       description: 'The viewer’s sweep receipts (a service sees all), newest first. Pages forward only.',
       authScopes: { authenticated: true },
@@ -172,6 +175,7 @@ builder.queryFields((t) => ({
       connectorName: t.arg.string({ required: true, validate: nameInput }),
       first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }),
     },
+    complexity: firstComplexity,
     resolve: (_root, args, ctx) => resolve.listDueSweepCandidates({ ownerDID: args.ownerDID, connectorName: args.connectorName, first: args.first ?? 20 }, ctx),
   }),
 }));

@@ -5,6 +5,7 @@ import { ForbiddenError, NotFoundError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/sync-states.js';
 import type { SyncState as SyncStateShape } from '../resolvers/sync-states.js';
 import { loadNode } from './node-ids.js';
+import { connectionComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { encodeNodeID } from './global-id.js';
 import { jsonInput, nameInput, textInput, versionInput } from './inputs.js';
@@ -43,6 +44,7 @@ const SyncStateFilter = builder.inputType('SyncStateFilter', {
 builder.queryField('syncStates', (t) =>
   t.connection(
     {
+      complexity: connectionComplexity,
       type: SyncState,
       description: 'The viewer’s sync states (a service sees all), by connector then owner. Pages forward only.',
       authScopes: { authenticated: true },

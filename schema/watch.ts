@@ -10,6 +10,7 @@ import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/watches.js';
 import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode } from './node-ids.js';
+import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { documentIDInput, nameInput, textInput, versionInput } from './inputs.js';
@@ -59,6 +60,7 @@ export const WatchFilter = builder.inputType('WatchFilter', {
 builder.queryField('watches', (t) =>
   t.connection(
     {
+      complexity: connectionComplexity,
       type: ProjectionWatch,
       description: 'The viewer’s watches (a service sees all), newest first. Pages forward only.',
       authScopes: { authenticated: true },
@@ -78,6 +80,7 @@ builder.queryField('dueWatches', (t) =>
       'Work for verifiers (service principals only): watches pending verification, due now, not claimed, oldest first. Claim one with claimWatchAttempt.',
     authScopes: { service: true },
     args: { first: t.arg.int({ required: false, defaultValue: 20, validate: z.number().int().min(1).max(MAX_PAGE_SIZE) }) },
+    complexity: firstComplexity,
     resolve: (_root, args, ctx) => resolve.listDueWatches(args.first ?? 20, ctx),
   }),
 );

@@ -3,7 +3,6 @@
  * directly, `main.ts` mounts it on a node HTTP server.
  */
 import { randomUUID } from 'node:crypto';
-import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
 import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
@@ -19,6 +18,7 @@ import { schema } from '../../schema/index.js';
 import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
+import { useQueryCostBudget } from './query-cost.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
@@ -91,7 +91,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     maxTokensPlugin({ n: config.limits.maxTokens }),
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true }),
     maxAliasesPlugin({ n: config.limits.maxAliases }),
-    costLimitPlugin({ maxCost: config.limits.maxCost }),
+    useQueryCostBudget(config.limits.maxCost),
     logUnexpectedErrors(),
     // A client that goes away (socket closed, request aborted) ends its
     // execution and, for subscriptions, frees everything the stream held.
