@@ -18,6 +18,7 @@ import { schema } from '../../schema/index.js';
 import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
+import { useNestingLimit } from './nesting-limit.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
@@ -44,6 +45,8 @@ export interface ServerApp {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
+/** Deepest bracket nesting a document may have: far past any real query (selection depth is capped at MAX_QUERY_DEPTH) or JSON literal (64). */
+const MAX_DOCUMENT_NESTING = 128;
 
 /** Builds the yoga app over an open, migrated database. */
 export function createServerApp({ config, database, logger, storeDeps, changes = createInProcessChangeFeed() }: ServerAppOptions): ServerApp {
@@ -88,6 +91,8 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
         return true;
       },
     }),
+    // Before the parser, which recurses on nested literals.
+    useNestingLimit(MAX_DOCUMENT_NESTING),
     maxTokensPlugin({ n: config.limits.maxTokens }),
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true }),
     maxAliasesPlugin({ n: config.limits.maxAliases }),

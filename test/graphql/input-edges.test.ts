@@ -123,3 +123,42 @@ describeGraphQL('graphql input edges', (suite) => {
     });
   });
 });
+
+describeGraphQL('graphql JSON input bounds', (suite) => {
+  const SET = `mutation($input: SetSyncStateInput!) { setSyncState(input: $input) { __typename ... on InputValidationError { issues { path message } } } }`;
+  const nested = (depth: number) => {
+    let value: unknown = 'leaf';
+    for (let i = 0; i < depth; i++) value = [value];
+    return value;
+  };
+
+  /** Posts a raw body: a value this deep is more than JSON.stringify on the client side can write. */
+  const postRaw = async (body: string) =>
+    suite.app.yoga.fetch('http://localhost/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await suite.token('alice')}` },
+      body,
+    });
+
+  it('JSON nested 10 000 levels deep (as a variable) is an InputValidationError, not a stack overflow or a masked error', async () => {
+    const deep = `${'['.repeat(10_000)}1${']'.repeat(10_000)}`;
+    const response = await postRaw(
+      `{"query": ${JSON.stringify(SET)}, "variables": {"input": {"connectorName": "google", "lastSyncedAt": "now", "entityCount": 0, "status": "idle", "checkpoint": ${deep}}}}`,
+    );
+    expect(response.status).toBe(200);
+    const res = (await response.json()) as { data: { setSyncState: unknown } };
+    expect(res.data.setSyncState).toEqual({ __typename: 'InputValidationError', issues: [{ path: ['input', 'checkpoint'], message: 'must be nested at most 64 levels deep' }] });
+    // Just inside the bounds is fine.
+    const ok = await suite.gql(SET, { input: { connectorName: 'google', lastSyncedAt: 'now', entityCount: 0, status: 'idle', checkpoint: nested(60) } });
+    expect(ok.data.setSyncState.__typename).toBe('SyncStatePayload');
+  });
+
+  it('JSON nested deep as a literal in the query is refused clearly (never "Unexpected error.")', async () => {
+    const literal = `${'['.repeat(2_000)}1${']'.repeat(2_000)}`;
+    const response = await suite.request(`mutation { setSyncState(input: { connectorName: "google", lastSyncedAt: "now", entityCount: 0, status: "idle", checkpoint: ${literal} }) { __typename } }`);
+    const body = (await response.json()) as { errors?: { message: string }[] };
+    expect(response.status).toBeLessThan(500);
+    expect(body.errors?.[0]?.message).toBeDefined();
+    expect(body.errors?.[0]?.message).not.toMatch(/Unexpected error/);
+  });
+});
