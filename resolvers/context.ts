@@ -40,7 +40,7 @@ export interface ChangeFeed {
 
 /** Per-process guard on open subscriptions (a resource limit, not a data invariant). */
 export interface SubscriptionLimiter {
-  /** Opens one for `viewerDID`; throws when the viewer is at the cap. Returns its release. */
+  /** Opens one for `viewerDID`; throws when the viewer, or this replica, is at its cap. Returns its release. */
   open(viewerDID: string): () => void;
   /** Remembers how to end an open stream; returns the function that forgets it. */
   register(end: () => void): () => void;
@@ -49,6 +49,8 @@ export interface SubscriptionLimiter {
 export interface GraphQLContext {
   /** Who is asking: anonymous, a user DID, or a configured service principal. */
   viewer: Viewer;
+  /** When the request's bearer token expires (ms since the epoch, store clock); null without one. Subscriptions end then. */
+  credentialsExpireAt: number | null;
   /** The store over this server's database. */
   store: StoreContext;
   /** Committed changes: mutations publish to it, subscriptions listen to it. */

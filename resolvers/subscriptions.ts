@@ -59,10 +59,21 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
     }
     wake?.();
   });
+  // A stream outliving its bearer token would keep serving a viewer nobody vouches for any more.
+  const expiry =
+    ctx.credentialsExpireAt === null
+      ? undefined
+      : setTimeout(() => {
+          failure ??= new GraphQLError('the bearer token expired: subscribe again with a fresh token', { extensions: { code: 'TOKEN_EXPIRED' } });
+          queue = [];
+          wake?.();
+        }, Math.min(2_147_483_647, Math.max(0, ctx.credentialsExpireAt - ctx.store.now())));
+  expiry?.unref();
   let cleaned = false;
   const cleanup = () => {
     if (cleaned) return;
     cleaned = true;
+    clearTimeout(expiry);
     unlisten();
     unregister();
     release();

@@ -20,11 +20,13 @@ export {
 export {
   ANONYMOUS_VIEWER,
   INSECURE_VIEWER_DID_HEADER,
+  resolveCredentials,
   resolveViewer,
   viewerForDID,
   type AuthConfig,
   type RequestHeaders,
   type ResolveViewerOptions,
+  type ResolvedCredentials,
   type Viewer,
 } from './viewer.js';
 export { connectionParamsHeaders } from './connection-params.js';

@@ -55,24 +55,32 @@ export interface ResolveViewerOptions {
  * service viewer, no credentials give the anonymous viewer, and bad
  * credentials throw `AuthenticationError` (the server answers 401).
  */
-export async function resolveViewer(
-  headers: RequestHeaders,
-  config: AuthConfig,
-  options: ResolveViewerOptions = {},
-): Promise<Viewer> {
+export async function resolveViewer(headers: RequestHeaders, config: AuthConfig, options: ResolveViewerOptions = {}): Promise<Viewer> {
+  return (await resolveCredentials(headers, config, options)).viewer;
+}
+
+/** A request's viewer, and when its credentials stop being valid. */
+export interface ResolvedCredentials {
+  viewer: Viewer;
+  /** When the bearer token expires (ms since the epoch); null without a token (anonymous, insecure header mode). */
+  expiresAt: number | null;
+}
+
+/** {@link resolveViewer}, with the token's expiry: long-lived streams (subscriptions) end when it passes. */
+export async function resolveCredentials(headers: RequestHeaders, config: AuthConfig, options: ResolveViewerOptions = {}): Promise<ResolvedCredentials> {
   const token = parseAuthorizationHeader(readSingleHeader(headers, 'authorization'));
   if (token !== null) {
-    const { did } = await verifyBearerToken(token, {
+    const { did, expiresAt } = await verifyBearerToken(token, {
       audience: config.audience,
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(config.maxLifetimeSeconds === undefined ? {} : { maxLifetimeSeconds: config.maxLifetimeSeconds }),
       ...(config.clockToleranceSeconds === undefined ? {} : { clockToleranceSeconds: config.clockToleranceSeconds }),
     });
-    return viewerForDID(did, config);
+    return { viewer: viewerForDID(did, config), expiresAt };
   }
 
   const headerDID = readSingleHeader(headers, INSECURE_VIEWER_DID_HEADER)?.trim();
-  if (headerDID === undefined || headerDID === '') return ANONYMOUS_VIEWER;
+  if (headerDID === undefined || headerDID === '') return { viewer: ANONYMOUS_VIEWER, expiresAt: null };
   if (config.insecureHeaderAuth !== true) {
     throw new AuthenticationError(
       'INSECURE_HEADER_DISABLED',
@@ -82,7 +90,7 @@ export async function resolveViewer(
   if (!isDID(headerDID)) {
     throw new AuthenticationError('VIEWER_DID_INVALID', `the ${INSECURE_VIEWER_DID_HEADER} header must be a DID (did:method:id)`);
   }
-  return viewerForDID(headerDID, config);
+  return { viewer: viewerForDID(headerDID, config), expiresAt: null };
 }
 
 /** The viewer for an authenticated DID: `service` when listed in the config, else `user`. */

@@ -9,7 +9,7 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { GraphQLError } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
-import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveViewer } from '../auth/index.js';
+import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
 import { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
@@ -51,7 +51,7 @@ const MAX_DOCUMENT_NESTING = 128;
 /** Builds the yoga app over an open, migrated database. */
 export function createServerApp({ config, database, logger, storeDeps, changes = createInProcessChangeFeed() }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
-  const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer);
+  const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
   const requestIDs = new WeakMap<Request, string>();
   const requestIDOf = (request: Request): string => {
     let id = requestIDs.get(request);
@@ -129,9 +129,9 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
       const { request, connectionParams } = initial as { request?: Request; connectionParams?: Readonly<Record<string, unknown>> };
       const requestID = request === undefined ? randomUUID() : requestIDOf(request);
       const headers = request === undefined ? connectionParamsHeaders(connectionParams) : request.headers;
-      let viewer;
+      let credentials;
       try {
-        viewer = await resolveViewer(headers, config.auth, { now: store.now() });
+        credentials = await resolveCredentials(headers, config.auth, { now: store.now() });
       } catch (error) {
         if (error instanceof AuthenticationError) {
           throw new GraphQLError(error.message, {
@@ -143,8 +143,9 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
         }
         throw error;
       }
+      const { viewer, expiresAt: credentialsExpireAt } = credentials;
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
-      return createGraphQLContext({ store, changes, subscriptions, requestID, viewer, log });
+      return createGraphQLContext({ store, changes, subscriptions, requestID, viewer, credentialsExpireAt, log });
     },
     plugins,
   });

@@ -37,6 +37,7 @@ const EnvSchema = z.object({
   MAX_TOKENS: int(100, 1_000_000).default(5_000),
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
   MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
+  MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
   RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
   IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
@@ -67,6 +68,8 @@ export interface ServerConfig {
     maxBodyBytes: number;
     /** Open subscriptions per viewer, per replica. */
     maxSubscriptionsPerViewer: number;
+    /** Open subscriptions on this replica, all viewers together (many fresh did:keys must not add up to unbounded). */
+    maxSubscriptions: number;
   };
   jobs: {
     /** How often retention and the pending-auth expiry sweep run; 0 disables. */
@@ -126,6 +129,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxTokens: e.MAX_TOKENS,
       maxBodyBytes: e.MAX_BODY_BYTES,
       maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
+      maxSubscriptions: e.MAX_SUBSCRIPTIONS,
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

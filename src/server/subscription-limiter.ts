@@ -5,9 +5,15 @@
  */
 import { GraphQLError } from 'graphql';
 
-/** A per-process cap on open subscriptions per viewer. */
-export function createSubscriptionLimiter(maxPerViewer: number) {
+/**
+ * Per-process caps on open subscriptions: `maxPerViewer` for one viewer, and
+ * `maxTotal` for all of them together, so many fresh identities cannot add
+ * up to an unbounded number of streams. Default total: no cap beyond the
+ * per-viewer one.
+ */
+export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Number.POSITIVE_INFINITY) {
   const open = new Map<string, number>();
+  let total = 0;
   const streams = new Set<() => void>();
   return {
     /** Remembers how to end a stream; returns the function that forgets it. */
@@ -26,11 +32,19 @@ export function createSubscriptionLimiter(maxPerViewer: number) {
           extensions: { code: 'TOO_MANY_SUBSCRIPTIONS' },
         });
       }
+      if (total >= maxTotal) {
+        // Retryable: another replica (or this one, later) has room.
+        throw new GraphQLError(`this server holds its maximum of ${maxTotal} open subscriptions; retry later or elsewhere`, {
+          extensions: { code: 'OVERLOADED', retryable: true },
+        });
+      }
       open.set(viewer, count + 1);
+      total++;
       let released = false;
       return () => {
         if (released) return;
         released = true;
+        total--;
         const left = (open.get(viewer) ?? 1) - 1;
         if (left <= 0) open.delete(viewer);
         else open.set(viewer, left);
@@ -38,5 +52,7 @@ export function createSubscriptionLimiter(maxPerViewer: number) {
     },
     /** Open subscriptions of one viewer (for tests and metrics). */
     count: (viewer: string) => open.get(viewer) ?? 0,
+    /** Open subscriptions of every viewer. */
+    total: () => total,
   };
 }

@@ -1,5 +1,6 @@
 import { afterEach, expect, it } from 'vitest';
-import { describeGraphQL, type Principal } from '../helpers/graphql.js';
+import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import { describeGraphQL, TEST_AUDIENCE, type Principal } from '../helpers/graphql.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 import { CLAIM, claimInput, operationMutationDocument } from '../helpers/operation-graphql.js';
 
@@ -187,3 +188,39 @@ describeGraphQL('subscription limits', (suite) => {
     expect(again.events[0]?.data.operationsChanged.operationID).toBe('op-cap');
   });
 }, { env: { MAX_SUBSCRIPTIONS_PER_VIEWER: '3' } });
+
+describeGraphQL('subscription limits across viewers and time', (suite) => {
+  const open: SSESubscription[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => s.close()));
+  });
+
+  async function subscribe(token: string) {
+    const sub = await subscribeSSE(suite.app.yoga.fetch as never, 'http://localhost/graphql', OPERATIONS_CHANGED, {}, { authorization: `Bearer ${token}` });
+    open.push(sub);
+    await new Promise((r) => setTimeout(r, 20));
+    return sub;
+  }
+
+  it('caps open subscriptions per replica whatever the number of identities: the next is OVERLOADED (retryable)', async () => {
+    const first = await subscribe(await suite.token('alice'));
+    await subscribe(await suite.token('bob'));
+    // A fresh did:key is a new viewer, but not a new allowance.
+    const fresh = generateLocalKey();
+    const refused = await subscribe(await mintToken({ privateKey: fresh.privateKey, audience: TEST_AUDIENCE, now: suite.clock.now() }));
+    await refused.waitFor(1);
+    expect(refused.events[0]?.errors?.[0]?.extensions).toMatchObject({ code: 'OVERLOADED', retryable: true });
+    await first.close();
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await subscribe(await suite.token('mallory'))).ended).toBe(false);
+  });
+
+  it('a subscription ends with TOKEN_EXPIRED when its bearer token expires', async () => {
+    const shortLived = await mintToken({ privateKey: suite.keys.alice.privateKey, audience: TEST_AUDIENCE, now: suite.clock.now(), ttlSeconds: 1 });
+    const sub = await subscribe(shortLived);
+    expect(sub.ended).toBe(false);
+    await sub.waitFor(1, 5_000);
+    expect(sub.events[0]?.errors?.[0]).toMatchObject({ message: 'the bearer token expired: subscribe again with a fresh token', extensions: { code: 'TOKEN_EXPIRED' } });
+    await expect.poll(() => sub.ended, { timeout: 2_000 }).toBe(true);
+  });
+}, { env: { MAX_SUBSCRIPTIONS: '2' } });
