@@ -71,6 +71,8 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
       // Every response names its request id, so a masked error can be found in the logs.
       onResponse: ({ request, response }) => {
         response.headers.set('x-request-id', requestIDOf(request));
+        // The rest of a refused body is never read: the connection cannot carry another request.
+        if (response.status === 413) response.headers.set('connection', 'close');
       },
     },
     useReadinessCheck({
@@ -168,7 +170,7 @@ function bodySizeLimit(maxBytes: number): Plugin {
         endResponse(
           new fetchAPI.Response(JSON.stringify({ errors: [{ message: `request body exceeds ${maxBytes} bytes` }] }), {
             status: 413,
-            headers: { 'content-type': 'application/json' },
+            headers: { 'content-type': 'application/json', connection: 'close' },
           }),
         );
       }

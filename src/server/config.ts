@@ -38,6 +38,10 @@ const EnvSchema = z.object({
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
   MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
   MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
+  MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  HTTP_HEADERS_TIMEOUT_MS: int(1_000, 600_000).default(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: int(1_000, 3_600_000).default(30_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1_000, 600_000).default(65_000),
   RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
   IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
@@ -70,6 +74,8 @@ export interface ServerConfig {
     maxSubscriptionsPerViewer: number;
     /** Open subscriptions on this replica, all viewers together (many fresh did:keys must not add up to unbounded). */
     maxSubscriptions: number;
+    /** Open WebSocket connections on this replica; an upgrade past it is refused with 503. */
+    maxWebSocketConnections: number;
   };
   jobs: {
     /** How often retention and the pending-auth expiry sweep run; 0 disables. */
@@ -77,6 +83,8 @@ export interface ServerConfig {
     idempotencyWindowMs: number;
   };
   shutdownGraceMs: number;
+  /** Node HTTP server timeouts: a client slow to send its headers or its request is cut off; idle keep-alive sockets live longer than clients' (and load balancers') own idle timeouts, so the server never closes one a client is about to reuse. */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number };
   /** How long the server keeps accepting after readiness fails (0 in development, 5 s in production by default). */
   shutdownDrainMs: number;
 }
@@ -130,9 +138,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxBodyBytes: e.MAX_BODY_BYTES,
       maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
       maxSubscriptions: e.MAX_SUBSCRIPTIONS,
+      maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    http: { headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS, requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS },
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (e.NODE_ENV === 'production' ? 5_000 : 0),
   };
 }

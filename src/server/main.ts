@@ -50,11 +50,21 @@ async function main(): Promise<void> {
         })
       : createInProcessChangeFeed();
   const app = createServerApp({ config, database, logger, changes });
-  const server = createServer(app.yoga);
+  const server = createServer(
+    {
+      headersTimeout: config.http.headersTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      keepAliveTimeout: config.http.keepAliveTimeoutMs,
+      // How often the server checks the two timeouts above (Node's default is 30 s).
+      connectionsCheckingInterval: Math.min(1_000, config.http.headersTimeoutMs),
+    },
+    app.yoga,
+  );
   // graphql-ws subscriptions on the same port and path as SSE.
   const websocket = attachGraphQLWebSocket(server, app, {
     logger,
     maxPayloadBytes: config.limits.maxBodyBytes,
+    maxConnections: config.limits.maxWebSocketConnections,
     closeTimeoutMs: config.shutdownGraceMs,
   });
   await listen(server, config.port, config.host);
@@ -97,7 +107,11 @@ async function main(): Promise<void> {
         server.closeAllConnections();
       }, config.shutdownGraceMs);
       force.unref();
+      // Keep-alive sockets whose last request just finished would hold the close for their idle timeout.
+      const idleSweep = setInterval(() => server.closeIdleConnections(), 100);
+      idleSweep.unref();
       server.close(async () => {
+        clearInterval(idleSweep);
         await jobsStopped;
         await websocketClosed;
         await changes.close();

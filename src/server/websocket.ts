@@ -18,6 +18,8 @@ export interface GraphQLWebSocketOptions {
   logger: Logger;
   /** Largest message accepted; a bigger one closes the socket (1009). */
   maxPayloadBytes: number;
+  /** Open connections at most; an upgrade past it is refused with HTTP 503. Default: no cap. */
+  maxConnections?: number;
   /** How long `close()` waits for clients to finish the closing handshake before cutting them off. Default: 5 000 ms. */
   closeTimeoutMs?: number;
 }
@@ -37,7 +39,14 @@ interface EnvelopedRoot {
 /** Serves graphql-ws on `path` of `server`, through `app`'s yoga instance. Subscriptions only. */
 export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: GraphQLWebSocketOptions, path = '/graphql'): GraphQLWebSocket {
   const log = options.logger.child({ component: 'websocket' });
-  const wss = new WebSocketServer({ server, path, maxPayload: options.maxPayloadBytes });
+  const maxConnections = options.maxConnections ?? Number.POSITIVE_INFINITY;
+  const wss: WebSocketServer = new WebSocketServer({
+    server,
+    path,
+    maxPayload: options.maxPayloadBytes,
+    // Refused before the upgrade: many identities (or none) cannot hold unbounded sockets.
+    verifyClient: (_info, done) => (wss.clients.size >= maxConnections ? done(false, 503, 'too many WebSocket connections; retry later') : done(true)),
+  });
   // Only what the context factory reads: spreading graphql-ws's own context
   // would put its `subscriptions` map where the per-viewer limiter belongs.
   const enveloped = (connectionParams: Readonly<Record<string, unknown>> | undefined, extra: object) =>
@@ -52,7 +61,12 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
         // (4401, which graphql-ws clients do not retry); each subscription
         // resolves its viewer again, as every SSE request does.
         try {
-          await enveloped(ctx.connectionParams, { req: ctx.extra.request }).contextFactory();
+          const context = (await enveloped(ctx.connectionParams, { req: ctx.extra.request }).contextFactory()) as { viewer?: { kind: string } };
+          // Every subscription needs a viewer: an anonymous socket would only hold a slot.
+          if (context.viewer?.kind === 'anonymous') {
+            ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: a bearer token is required (connectionParams.authorization)');
+            return false;
+          }
           return true;
         } catch (error) {
           const code = authenticationCode(error);

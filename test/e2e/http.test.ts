@@ -59,6 +59,9 @@ function launch(dialect: DialectName): Promise<E2EServers> {
       SHUTDOWN_GRACE_MS: '10000',
       // Long enough to observe /readyz failing while the server still accepts.
       SHUTDOWN_DRAIN_MS: '1000',
+      // Short, so a slow client is seen being cut off within the test.
+      HTTP_HEADERS_TIMEOUT_MS: '1000',
+      MAX_BODY_BYTES: '100000',
     },
   });
 }
@@ -379,6 +382,34 @@ for (const dialect of testDialects()) {
       const swept = expectPayload((await send(SweepDocumentDocument, { input: { documentID: 'doc-ingest-kept' } }, 'worker')).sweepDocument, 'SweepDocumentPayload');
       expect(swept.deleted).toEqual({ observationRecords: 1, repairs: 1, trims: 1, watches: 1, sweepCandidates: 1, operations: 0 });
       expect((await send(DocumentStateDocument, { documentID: 'doc-ingest-kept' })).document.hasConnectorWork).toBe(false);
+    });
+
+    it('a client that sends its headers too slowly is cut off (408) after HTTP_HEADERS_TIMEOUT_MS', async () => {
+      const { hostname, port } = new URL(running().origin);
+      const socket = connect(Number(port), hostname);
+      await once(socket, 'connect');
+      socket.write('POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n');
+      const started = Date.now();
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk.toString()));
+      await once(socket, 'close');
+      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    });
+
+    it('a chunked body over MAX_BODY_BYTES gets 413 and the connection is closed (its unread rest cannot poison the next request)', async () => {
+      const { hostname, port } = new URL(running().origin);
+      const socket = connect(Number(port), hostname);
+      await once(socket, 'connect');
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk.toString()));
+      socket.on('error', () => {});
+      socket.write(`POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nauthorization: Bearer ${tokens.alice}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`);
+      const chunk = 'x'.repeat(50_000);
+      for (let i = 0; i < 4 && !socket.destroyed; i++) socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+      await once(socket, 'close');
+      expect(answer).toMatch(/^HTTP\/1\.1 413/);
+      expect(answer.toLowerCase()).toContain('connection: close');
     });
 
     it('on SIGTERM: readiness fails first (503 while draining), a request in flight still finishes, the pool closes, exit 0', async () => {

@@ -20,6 +20,8 @@ const AUDIENCE = 'connector-store-websocket';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'bob', 'mallory', 'worker']);
 type Who = keyof typeof keys;
 
+/** Open WebSocket connections the server under test accepts (MAX_WEBSOCKET_CONNECTIONS). */
+const WS_CAP = 4;
 const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state } }`;
 
 interface Result {
@@ -48,7 +50,7 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
       audience: AUDIENCE,
       serviceDID: keys.worker.did,
       name: 'ws',
-      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
+      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', MAX_WEBSOCKET_CONNECTIONS: String(WS_CAP), SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
     });
     server = started.server;
     await mint();
@@ -138,12 +140,33 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
     expect(forged.results).toEqual([]);
   });
 
-  it('anonymous (no connectionParams) connects but the auth scope refuses the subscription', async () => {
+  it('anonymous (no connectionParams) is refused at connection_init with 4401: no socket is held for nobody', async () => {
     const anonymous = await subscribe(undefined);
-    await anonymous.waitFor(1);
-    expect(anonymous.results[0]?.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
-    expect(anonymous.results[0]?.data ?? null).toBeNull();
-    expect(await anonymous.ended).toBe('complete');
+    const closed = (await anonymous.ended) as { code?: number; reason?: string };
+    expect(closed.code).toBe(4401);
+    expect(closed.reason).toMatch(/bearer token is required/);
+    expect(anonymous.results).toEqual([]);
+  });
+
+  it(`caps open WebSocket connections per replica: past ${WS_CAP} the upgrade is refused (503), and a closed one frees a place`, async () => {
+    const held: WSSubscription[] = [];
+    for (let i = 0; i < WS_CAP; i++) held.push(await subscribe(as(i % 2 === 0 ? 'alice' : 'bob')));
+    const refused = await new Promise<number>((resolve) => {
+      const socket = new WebSocket(`${server!.origin.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+      socket.on('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0));
+      socket.on('open', () => resolve(101));
+      socket.on('error', () => {});
+    });
+    expect(refused).toBe(503);
+    await held[0]!.close();
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await subscribe(as('alice'));
+    await claim('op-ws-cap', 'alice');
+    await again.waitFor(1);
+    await Promise.all([...held.slice(1), again].map((s) => s.close()));
+    // Let the server see the sockets go before the next test counts places.
+    await expect.poll(async () => (await fetch(`${server!.origin}/healthz`)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
   });
 
   it('the per-viewer cap counts WebSocket subscriptions; a disconnect frees the slot', async () => {
