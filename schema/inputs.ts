@@ -50,6 +50,27 @@ export const jsonObjectInput = z
 /** Hybrid logical clock stamps and op hashes: opaque, bounded. */
 export const hlcInput = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');
 
+/**
+ * Where an OAuth provider may send the owner back: `https:`, `http:` only to a
+ * loopback host (RFC 8252 §7.3), or a private-use scheme named like a reverse
+ * domain (`com.example.app:/callback`, RFC 8252 §7.1). Never `javascript:`,
+ * `data:`, `file:` or the like, which a browser would run or open locally.
+ */
+export const redirectURLInput = z
+  .string()
+  .max(2048, 'must be at most 2048 characters')
+  .refine((value) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      return false;
+    }
+    if (url.protocol === 'https:') return url.hostname !== '';
+    if (url.protocol === 'http:') return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+    return /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+:$/.test(url.protocol);
+  }, 'must be an https URL, http to a loopback host, or a reverse-domain app scheme (com.example.app:/callback)');
+
 /** Largest observation payload, decoded. */
 export const MAX_PAYLOAD_BYTES = 512 * 1024;
 

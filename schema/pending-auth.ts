@@ -10,7 +10,7 @@ import { ForbiddenError, InvalidInputError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/pending-auth.js';
 import type { PendingAuthRecord, PendingAuthSummary } from '../resolvers/pending-auth.js';
 import { builder } from './builder.js';
-import { nameInput, textInput } from './inputs.js';
+import { nameInput, redirectURLInput, textInput } from './inputs.js';
 
 const PendingAuthorization = builder.objectRef<PendingAuthSummary>('PendingAuthorization').implement({
   description: 'An OAuth authorization between redirect and callback. The code verifier is not here.',
@@ -47,7 +47,7 @@ const CreatePendingAuthorizationInput = builder.inputType('CreatePendingAuthoriz
     ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
     ownerWrappableDID: t.field({ type: 'DID', required: false }),
     controllerWrappableDID: t.field({ type: 'DID', required: false }),
-    redirectURL: t.string({ validate: z.url('must be an absolute URL').max(2048) }),
+    redirectURL: t.string({ validate: redirectURLInput }),
     scopes: t.stringList({ validate: z.array(textInput).max(100) }),
     isIncremental: t.boolean({ required: false }),
     expiresAt: t.field({ type: 'DateTime', description: 'Within the next hour.' }),

@@ -67,6 +67,7 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
     bodySizeLimit(config.limits.maxBodyBytes),
+    jsonPostsOnly(),
     {
       // Every response names its request id, so a masked error can be found in the logs.
       onResponse: ({ request, response }) => {
@@ -158,6 +159,28 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     },
     closeSubscriptions: () => subscriptions.closeAll(),
     changes,
+  };
+}
+
+/**
+ * Refuses a POST whose body is not JSON (`application/graphql`, forms,
+ * multipart) with 415: those are the bodies a browser sends cross-site
+ * without a preflight, so accepting them would let any web page make
+ * requests the day credentials travel in cookies. GET never runs mutations.
+ */
+function jsonPostsOnly(): Plugin {
+  return {
+    onRequest: ({ request, fetchAPI, endResponse }) => {
+      if (request.method !== 'POST') return;
+      const type = (request.headers.get('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase();
+      if (type === 'application/json' || type === 'application/graphql-response+json') return;
+      endResponse(
+        new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'POST bodies must be application/json', extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }] }), {
+          status: 415,
+          headers: { 'content-type': 'application/json' },
+        }),
+      );
+    },
   };
 }
 

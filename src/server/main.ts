@@ -5,6 +5,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { checkConnection, openDatabase } from '../db/connect.js';
+import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
 import { migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
 import { sql } from 'kysely';
@@ -24,6 +25,9 @@ async function main(): Promise<void> {
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
   const logger = createLogger(config.logLevel);
+  // One server per embedded database file (its change feed lives in this process).
+  const sqliteLock = config.database.dialect === 'sqlite' && config.database.path !== ':memory:' ? acquireSQLiteServerLock(config.database.path) : undefined;
+  process.on('exit', () => sqliteLock?.release());
   const database = openDatabase(config.database, {
     statementTimeoutMs: config.db.statementTimeoutMs,
     poolMax: config.db.poolMax,

@@ -86,12 +86,21 @@ describeGraphQL('graphql pending authorizations', (suite) => {
       [{ codeVerifier: 'short' }, 'codeVerifier'],
       [{ state: 'tiny' }, 'state'],
       [{ redirectURL: 'not a url' }, 'redirectURL'],
+      [{ redirectURL: 'javascript:alert(document.cookie)' }, 'redirectURL'],
+      [{ redirectURL: 'data:text/html,<script>alert(1)</script>' }, 'redirectURL'],
+      [{ redirectURL: 'file:///etc/passwd' }, 'redirectURL'],
+      [{ redirectURL: 'http://evil.example/callback' }, 'redirectURL'],
       [{ provider: '' }, 'provider'],
     ];
     for (const [overrides, field] of cases) {
       const res = await create('alice', overrides);
       expect(res.data.createPendingAuthorization, field).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: ['input', field] }] });
       expect(JSON.stringify(res)).not.toContain(VERIFIER);
+    }
+    // What OAuth clients really use stays accepted: https, loopback http, reverse-domain app schemes.
+    for (const [n, redirectURL] of ['https://app.example/cb', 'http://127.0.0.1:8765/cb', 'com.example.app:/oauth2redirect'].entries()) {
+      const ok = await create('alice', { redirectURL, state: `state-redirect-ok-${n}-0123456789` });
+      expect(ok.data.createPendingAuthorization.__typename, redirectURL).toBe('PendingAuthorization');
     }
     const past = await create('alice', { expiresAt: new Date(suite.clock.now() - 1).toISOString() });
     expect(past.data.createPendingAuthorization).toMatchObject({ __typename: 'InvalidInputError', field: 'expiresAt' });

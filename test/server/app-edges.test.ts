@@ -52,6 +52,28 @@ describeEachDialect('server edges', (suite) => {
     }
   });
 
+  it('refuses POST bodies that are not JSON (application/graphql, forms, multipart) with 415, running nothing', async () => {
+    const app = makeApp();
+    const mutation = 'mutation { setSyncState(input: { connectorName: "google", lastSyncedAt: "now", entityCount: 0, status: "idle" }) { __typename } }';
+    const form = new FormData();
+    form.set('operations', JSON.stringify({ query: mutation }));
+    const bodies: [string | undefined, BodyInit][] = [
+      ['application/graphql', mutation],
+      ['application/x-www-form-urlencoded', new URLSearchParams({ query: mutation }).toString()],
+      ['text/plain', JSON.stringify({ query: mutation })],
+      [undefined, form],
+    ];
+    for (const [type, body] of bodies) {
+      const headers: Record<string, string> = { authorization: await bearer() };
+      if (type !== undefined) headers['content-type'] = type;
+      const response = await app.yoga.fetch('http://localhost/graphql', { method: 'POST', headers, body });
+      expect(response.status, type ?? 'multipart').toBe(415);
+    }
+    expect(await suite.database.open.db.selectFrom('kubun_connector_sync_state').selectAll().execute()).toEqual([]);
+    const json = await post(app, '{ serverInfo { dialect } }', {}, { 'content-type': 'application/json; charset=utf-8' });
+    expect(json.status).toBe(200);
+  });
+
   it('/healthz answers 200 without touching auth', async () => {
     const response = await makeApp().yoga.fetch('http://localhost/healthz');
     expect(response.status).toBe(200);

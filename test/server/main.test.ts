@@ -92,6 +92,28 @@ describe('npm start (process)', () => {
     expect(running.stdout()).toContain('"msg":"stopped"');
   });
 
+  it('a second server on the same SQLite file refuses to start, naming the first; after the first stops, it starts', async () => {
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
+    await waitFor(() => listeningURL(running!), 'the first server');
+    const second = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
+    expect(await second.exited).toBe(1);
+    expect(second.stderr()).toContain(`connector store failed to start: another server (pid ${running.child.pid}) is already serving`);
+    running.child.kill('SIGTERM');
+    expect(await running.exited).toBe(0);
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
+    await waitFor(() => listeningURL(running!), 'the server after the first stopped');
+  });
+
+  it('a lock left by a killed server is taken over', async () => {
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
+    await waitFor(() => listeningURL(running!), 'the first server');
+    running.child.kill('SIGKILL');
+    await running.exited;
+    expect(existsSync(join(cwd, 'store.sqlite.server.lock'))).toBe(true);
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
+    await waitFor(() => listeningURL(running!), 'the server after a crash');
+  });
+
   it('in production, --demo is refused before anything is opened', async () => {
     running = start(cwd, { NODE_ENV: 'production' }, ['--demo']);
     expect(await running.exited).toBe(1);
