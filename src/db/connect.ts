@@ -114,6 +114,8 @@ export interface OpenDatabase {
    * still tells the truth while the request pool is exhausted.
    */
   ping(): Promise<void>;
+  /** Postgres: the request pool itself, for libraries that keep state in the database (the rate limiter). */
+  pgPool?: pg.Pool;
   close(): Promise<void>;
 }
 
@@ -125,12 +127,14 @@ export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOption
     const db = new Kysely<Database>({ dialect: sqliteDialect(target.path, options), log: options.log });
     return { db, dialect: 'sqlite', target, ping: async () => void (await sql`select 1`.execute(db)), close: () => db.destroy() };
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(target.connectionString, options) }), log: options.log });
+  const pool = postgresPool(target.connectionString, options);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: options.log });
   let health: pg.Pool | undefined;
   return {
     db,
     dialect: 'postgres',
     target,
+    pgPool: pool,
     ping: async () => {
       health ??= postgresPool(target.connectionString, { ...options, poolMax: 1, connectionTimeoutMs: 2_000, statementTimeoutMs: 2_000 });
       await health.query('select 1');

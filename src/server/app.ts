@@ -20,6 +20,7 @@ import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { useQueryCostBudget } from './query-cost.js';
+import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
@@ -31,6 +32,8 @@ export interface ServerAppOptions {
   storeDeps?: Partial<StoreDeps>;
   /** Where committed changes go and subscriptions listen. Default: an in-process feed. */
   changes?: ChangeFeed;
+  /** Request-rate limits. Default: counted in this process with `config.rateLimits`. */
+  rateLimiter?: RequestRateLimiter;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -49,7 +52,14 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
 const MAX_DOCUMENT_NESTING = 128;
 
 /** Builds the yoga app over an open, migrated database. */
-export function createServerApp({ config, database, logger, storeDeps, changes = createInProcessChangeFeed() }: ServerAppOptions): ServerApp {
+export function createServerApp({
+  config,
+  database,
+  logger,
+  storeDeps,
+  changes = createInProcessChangeFeed(),
+  rateLimiter = createMemoryRateLimiter(config.rateLimits),
+}: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
   const requestIDs = new WeakMap<Request, string>();
@@ -129,7 +139,11 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
     },
     context: async (initial) => {
       // A graphql-ws subscription (websocket.ts) has no fetch Request: its credentials are its connectionParams.
-      const { request, connectionParams } = initial as { request?: Request; connectionParams?: Readonly<Record<string, unknown>> };
+      const { request, connectionParams, req } = initial as {
+        request?: Request;
+        connectionParams?: Readonly<Record<string, unknown>>;
+        req?: { socket?: { remoteAddress?: string } };
+      };
       const requestID = request === undefined ? randomUUID() : requestIDOf(request);
       const headers = request === undefined ? connectionParamsHeaders(connectionParams) : request.headers;
       let credentials;
@@ -147,6 +161,8 @@ export function createServerApp({ config, database, logger, storeDeps, changes =
         throw error;
       }
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
+      // Before anything is read or written; no proxy header is trusted for the address.
+      await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip: req?.socket?.remoteAddress ?? null });
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
       return createGraphQLContext({ store, changes, subscriptions, requestID, viewer, credentialsExpireAt, log });
     },

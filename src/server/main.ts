@@ -10,6 +10,7 @@ import { migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
 import { sql } from 'kysely';
 import { createServerApp } from './app.js';
+import { createPostgresRateLimiter } from './rate-limit.js';
 import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
@@ -53,7 +54,9 @@ async function main(): Promise<void> {
           logger,
         })
       : createInProcessChangeFeed();
-  const app = createServerApp({ config, database, logger, changes });
+  // On Postgres every replica counts against the same budget.
+  const rateLimiter = database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
+  const app = createServerApp({ config, database, logger, changes, ...(rateLimiter !== undefined && { rateLimiter }) });
   const server = createServer(
     {
       headersTimeout: config.http.headersTimeoutMs,

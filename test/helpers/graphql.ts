@@ -85,6 +85,8 @@ export function describeGraphQL(
         SERVICE_DIDS: keys.worker.did,
         LOG_LEVEL: 'silent',
         RETENTION_INTERVAL_MS: '0',
+        // Suites send hundreds of requests as one viewer; the limiter has tests of its own.
+        RATE_LIMIT_PER_VIEWER: '0',
         ...options.env,
       });
       app = createServerApp({
