@@ -54,6 +54,8 @@ export interface E2EServers {
   server: ServerProcess;
   /** Every server, in start order. */
   servers: ServerProcess[];
+  /** The `DATABASE_URL` the servers run on (`sqlite:PATH` or a scratch Postgres URL). */
+  databaseURL: string;
   /** Kills the servers, then removes the database; idempotent. */
   dispose(): Promise<void>;
 }
@@ -96,7 +98,7 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
       cleanups.push(() => server.kill());
       servers.push(server);
     }
-    return { server: servers[0]!, servers, dispose };
+    return { server: servers[0]!, servers, databaseURL: env.DATABASE_URL, dispose };
   } catch (error) {
     await dispose();
     throw error;
