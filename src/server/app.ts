@@ -21,6 +21,7 @@ import type { Logger } from './logger.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
+import { useResponseSizeLimit } from './response-size.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
@@ -110,6 +111,7 @@ export function createServerApp({
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true }),
     maxAliasesPlugin({ n: config.limits.maxAliases }),
     useQueryCostBudget(config.limits.maxCost),
+    useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
     // A client that goes away (socket closed, request aborted) ends its
     // execution and, for subscriptions, frees everything the stream held.

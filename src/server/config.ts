@@ -36,6 +36,7 @@ const EnvSchema = z.object({
   MAX_ALIASES: int(1, 1_000).default(30),
   MAX_TOKENS: int(100, 1_000_000).default(5_000),
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
+  MAX_RESPONSE_BYTES: int(1_024, 1_000_000_000).default(8_000_000),
   MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
   MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
   MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
@@ -73,6 +74,8 @@ export interface ServerConfig {
     maxAliases: number;
     maxTokens: number;
     maxBodyBytes: number;
+    /** Largest answer, roughly in JSON bytes; past it → RESPONSE_TOO_LARGE. */
+    maxResponseBytes: number;
     /** Open subscriptions per viewer, per replica. */
     maxSubscriptionsPerViewer: number;
     /** Open subscriptions on this replica, all viewers together (many fresh did:keys must not add up to unbounded). */
@@ -141,6 +144,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxAliases: e.MAX_ALIASES,
       maxTokens: e.MAX_TOKENS,
       maxBodyBytes: e.MAX_BODY_BYTES,
+      maxResponseBytes: e.MAX_RESPONSE_BYTES,
       maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
       maxSubscriptions: e.MAX_SUBSCRIPTIONS,
       maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,

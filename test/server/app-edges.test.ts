@@ -154,6 +154,18 @@ describeEachDialect('server edges', (suite) => {
     expect(res.errors[0]).toMatchObject({ message: expect.stringMatching(/complexity/i), extensions: { code: 'QUERY_COMPLEXITY' } });
   });
 
+  it('replaces an answer larger than MAX_RESPONSE_BYTES with RESPONSE_TOO_LARGE, and lets smaller ones through', async () => {
+    const app = makeApp({ env: { MAX_RESPONSE_BYTES: '1024' } });
+    const roots = Array.from({ length: 25 }, (_, i) => `s${i}: serverInfo { dialect viewerDID viewerIsService }`).join(' ');
+    const big = await post(app, `{ ${roots} }`);
+    expect(big.status).toBe(400);
+    const body = (await big.json()) as { data?: unknown; errors: { extensions: { code: string } }[] };
+    expect(body.data).toBeUndefined();
+    expect(body.errors[0]!.extensions.code).toBe('RESPONSE_TOO_LARGE');
+    const small = await post(app, '{ serverInfo { dialect } }');
+    expect(small.status).toBe(200);
+  });
+
   it('answers introspection by default and refuses it with INTROSPECTION=false', async () => {
     const query = '{ __schema { queryType { name } } }';
     const open = await (await post(makeApp(), query)).json();
