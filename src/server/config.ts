@@ -40,6 +40,7 @@ const EnvSchema = z.object({
   MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
   MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
   MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(3_000),
   RATE_LIMIT_PER_VIEWER: int(0, 10_000_000).default(1_200),
   RATE_LIMIT_PER_IP: int(0, 10_000_000).default(2_400),
   RATE_LIMIT_WINDOW_SECONDS: int(1, 86_400).default(60),
@@ -82,6 +83,8 @@ export interface ServerConfig {
     maxSubscriptions: number;
     /** Open WebSocket connections on this replica; an upgrade past it is refused with 503. */
     maxWebSocketConnections: number;
+    /** How long a WebSocket client has to send `connection_init` before it is closed (4408). */
+    webSocketInitTimeoutMs: number;
   };
   jobs: {
     /** How often retention and the pending-auth expiry sweep run; 0 disables. */
@@ -148,6 +151,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
       maxSubscriptions: e.MAX_SUBSCRIPTIONS,
       maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,
+      webSocketInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

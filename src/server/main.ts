@@ -72,6 +72,7 @@ async function main(): Promise<void> {
     logger,
     maxPayloadBytes: config.limits.maxBodyBytes,
     maxConnections: config.limits.maxWebSocketConnections,
+    connectionInitTimeoutMs: config.limits.webSocketInitTimeoutMs,
     closeTimeoutMs: config.shutdownGraceMs,
   });
   await listen(server, config.port, config.host);

@@ -20,6 +20,8 @@ export interface GraphQLWebSocketOptions {
   maxPayloadBytes: number;
   /** Open connections at most; an upgrade past it is refused with HTTP 503. Default: no cap. */
   maxConnections?: number;
+  /** How long a client has to send `connection_init` before the socket is closed (4408). Default: 3 000 ms. */
+  connectionInitTimeoutMs?: number;
   /** How long `close()` waits for clients to finish the closing handshake before cutting them off. Default: 5 000 ms. */
   closeTimeoutMs?: number;
 }
@@ -54,6 +56,7 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
 
   const disposable = useServer<Record<string, unknown> | undefined>(
     {
+      connectionInitWaitTimeout: options.connectionInitTimeoutMs ?? 3_000,
       execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
       onConnect: async (ctx) => {

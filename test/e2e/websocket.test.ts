@@ -50,7 +50,7 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
       audience: AUDIENCE,
       serviceDID: keys.worker.did,
       name: 'ws',
-      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', MAX_WEBSOCKET_CONNECTIONS: String(WS_CAP), SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
+      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', MAX_WEBSOCKET_CONNECTIONS: String(WS_CAP), WS_CONNECTION_INIT_TIMEOUT_MS: '500', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
     });
     server = started.server;
     await mint();
@@ -146,6 +146,14 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
     expect(closed.code).toBe(4401);
     expect(closed.reason).toMatch(/bearer token is required/);
     expect(anonymous.results).toEqual([]);
+  });
+
+  it('a socket that never sends connection_init is closed (4408) after WS_CONNECTION_INIT_TIMEOUT_MS', async () => {
+    const socket = new WebSocket(`${server!.origin.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+    const opened = Date.now();
+    const code = await new Promise<number>((resolve) => socket.on('close', (closeCode) => resolve(closeCode)));
+    expect(code).toBe(4408);
+    expect(Date.now() - opened).toBeLessThan(3_000);
   });
 
   it(`caps open WebSocket connections per replica: past ${WS_CAP} the upgrade is refused (503), and a closed one frees a place`, async () => {
