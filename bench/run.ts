@@ -2,8 +2,10 @@
  * Runs every benchmark in bench/ and prints their markdown tables
  * (`npm run bench`). Each benchmark is also runnable on its own.
  */
+import { runAuthCostBench } from './auth-cost.js';
 import { runStatementCountBench } from './statement-count.js';
 
 const started = Date.now();
 await runStatementCountBench();
+await runAuthCostBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);

@@ -2,6 +2,7 @@
  * Bearer tokens: compact JWTs signed with EdDSA (Ed25519) by the did:key in
  * their `iss` claim. Nothing is fetched: the issuer DID carries its own key.
  */
+import { LRUCache } from 'lru-cache';
 import { compactVerify, errors as joseErrors } from 'jose';
 import { parseDIDKey } from './did-key.js';
 import { AuthenticationError, DIDKeyError } from './errors.js';
@@ -86,6 +87,31 @@ export async function verifyBearerToken(
     maxLifetimeSeconds = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
     clockToleranceSeconds = DEFAULT_CLOCK_TOLERANCE_SECONDS,
   } = options;
+  // The signature and the claims that do not depend on the clock are checked
+  // once per token; every use checks the clock again (expiry, iat, nbf).
+  const cacheKey = `${audience}\u0000${maxLifetimeSeconds}\u0000${token}`;
+  let verified = verifiedTokens.get(cacheKey);
+  if (verified === undefined) {
+    verified = await verifySignatureAndClaims(token, audience, maxLifetimeSeconds);
+    verifiedTokens.set(cacheKey, verified, { ttl: Math.max(1, verified.expiresAt * 1_000 + clockToleranceSeconds * 1_000 - now) });
+  }
+  checkTokenTimes(verified, now, clockToleranceSeconds);
+  return { did: verified.did, expiresAt: verified.expiresAt * 1_000 };
+}
+
+/** What a token proves once its signature verified: its issuer and its times (seconds). */
+interface VerifiedClaims {
+  did: string;
+  expiresAt: number;
+  issuedAt: number;
+  notBefore: number | undefined;
+}
+
+/** Tokens whose signature and static claims verified, until they expire; bounded, so a flood of tokens cannot grow it. */
+const verifiedTokens = new LRUCache<string, VerifiedClaims>({ max: 10_000 });
+
+/** The signature, issuer, audience and lifetime checks: everything that does not change with time. */
+async function verifySignatureAndClaims(token: string, audience: string, maxLifetimeSeconds: number): Promise<VerifiedClaims> {
 
   if (typeof token !== 'string' || token.length === 0) {
     throw malformed('token is empty');
@@ -177,7 +203,11 @@ export async function verifyBearerToken(
       `token lifetime (exp - iat) is ${expiresAt - issuedAt} s; at most ${maxLifetimeSeconds} s is accepted`,
     );
   }
+  return { did: issuer, expiresAt, issuedAt, notBefore };
+}
 
+/** The checks that depend on the clock, made on every use of a token. */
+function checkTokenTimes({ issuedAt, notBefore, expiresAt }: VerifiedClaims, now: number, clockToleranceSeconds: number): void {
   const nowSeconds = now / 1_000;
   // Without this a token "issued" far in the future would stay valid until
   // then, defeating the lifetime bound.
@@ -193,8 +223,6 @@ export async function verifyBearerToken(
   if (expiresAt <= nowSeconds - clockToleranceSeconds) {
     throw new AuthenticationError('TOKEN_EXPIRED', 'token has expired ("exp" has passed); mint a new one');
   }
-
-  return { did: issuer, expiresAt: expiresAt * 1_000 };
 }
 
 function malformed(message: string): AuthenticationError {

@@ -5,6 +5,7 @@
  * Resolution is purely local: the DID *is* the key.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { base58 } from '@scure/base';
 import { DIDKeyError } from './errors.js';
 
@@ -88,13 +89,21 @@ export function decodeDIDKey(did: string): Uint8Array {
 
 /** Parses an Ed25519 did:key into a Node public `KeyObject`; throws `DIDKeyError`. */
 export function parseDIDKey(did: string): KeyObject {
+  const cached = publicKeys.get(did);
+  if (cached !== undefined) return cached;
   const x = Buffer.from(decodeDIDKey(did)).toString('base64url');
+  let key: KeyObject;
   try {
-    return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
+    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
   } catch {
     throw new DIDKeyError('DID_KEY_INVALID', 'did:key does not hold a usable Ed25519 public key');
   }
+  publicKeys.set(did, key);
+  return key;
 }
+
+/** Public keys of the DIDs seen lately: a did:key names its key forever, so no expiry, only a bound. */
+const publicKeys = new LRUCache<string, KeyObject>({ max: 10_000 });
 
 /**
  * Encodes an Ed25519 key as a did:key: a public or private `KeyObject` (the

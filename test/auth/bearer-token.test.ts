@@ -215,3 +215,33 @@ describe('parseAuthorizationHeader', () => {
     refused('Bearer, Bearer x');
   });
 });
+
+describe('verified-token cache', () => {
+  it('a token verified once is still checked against the clock on every use: it expires, and an early one is not yet valid', async () => {
+    const token = await mintToken({ privateKey: alice.privateKey, audience: AUDIENCE, now: NOW, ttlSeconds: 60 });
+    expect((await verifyBearerToken(token, options)).did).toBe(alice.did);
+    expect((await verifyBearerToken(token, { ...options, now: NOW + 59_000 })).did).toBe(alice.did);
+    await expectRejected(token, 'TOKEN_EXPIRED', undefined, { now: NOW + 60_000 + 31_000 });
+    await expectRejected(token, 'TOKEN_NOT_YET_VALID', undefined, { now: NOW - 120_000 });
+  });
+
+  it('is keyed by the audience and lifetime bound it was verified under: another audience or a shorter bound is refused', async () => {
+    const token = await mintToken({ privateKey: alice.privateKey, audience: AUDIENCE, now: NOW, ttlSeconds: 600 });
+    await verifyBearerToken(token, options);
+    await expectRejected(token, 'TOKEN_AUDIENCE', undefined, { audience: 'another-audience' });
+    await expectRejected(token, 'TOKEN_LIFETIME', undefined, { maxLifetimeSeconds: 300 });
+  });
+
+  it('never remembers a refusal as a success, nor a success for a token differing by one character', async () => {
+    const token = await mintToken({ privateKey: alice.privateKey, audience: AUDIENCE, now: NOW });
+    await verifyBearerToken(token, options);
+    const [header, payload, signature] = token.split('.') as [string, string, string];
+    // A character in the middle: the last one of a 64-byte signature carries padding bits only.
+    const middle = Math.floor(signature.length / 2);
+    const flipped = `${header}.${payload}.${signature.slice(0, middle)}${signature[middle] === 'A' ? 'B' : 'A'}${signature.slice(middle + 1)}`;
+    await expectRejected(flipped, 'TOKEN_SIGNATURE');
+    await expectRejected(flipped, 'TOKEN_SIGNATURE');
+    const forged = `${header}.${base64urlJSON({ ...validClaims(bob.did), iss: alice.did })}.${signature}`;
+    await expectRejected(forged, 'TOKEN_SIGNATURE');
+  });
+});

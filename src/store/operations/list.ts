@@ -159,14 +159,12 @@ function bounded(query: OperationQuery, input: ListOperationsInput): OperationQu
   let q = query;
   const { after, before } = input;
   if (after !== undefined) {
-    q = q.where((eb) =>
-      eb.or([eb('created_at', '<', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('node_key', '<', after.nodeKey)])]),
-    );
+    // A row-value comparison: the (…, created_at, node_key) indexes serve it as a range, where the
+    // equivalent OR of two comparisons is applied as a filter row by row.
+    q = q.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
   }
   if (before !== undefined) {
-    q = q.where((eb) =>
-      eb.or([eb('created_at', '>', before.createdAt), eb.and([eb('created_at', '=', before.createdAt), eb('node_key', '>', before.nodeKey)])]),
-    );
+    q = q.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
   }
   return q;
 }
