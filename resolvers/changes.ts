@@ -7,8 +7,18 @@ import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
  * logged, never turned into a failed mutation (the write stands).
  */
 export async function announce(ctx: GraphQLContext, kind: ChangeKind, nodeKeys: readonly (string | null | undefined)[]): Promise<void> {
+  await announceAll(ctx, { [kind]: nodeKeys });
+}
+
+/**
+ * {@link announce} for changes of several kinds at once (finalize changes an
+ * operation and a watch): one publish, so one `pg_notify` statement on Postgres.
+ */
+export async function announceAll(ctx: GraphQLContext, changes: Partial<Record<ChangeKind, readonly (string | null | undefined)[]>>): Promise<void> {
   const events: ChangeEvent[] = [];
-  for (const nodeKey of nodeKeys) if (nodeKey != null) events.push({ kind, nodeKey });
+  for (const [kind, nodeKeys] of Object.entries(changes) as [ChangeKind, readonly (string | null | undefined)[]][]) {
+    for (const nodeKey of nodeKeys) if (nodeKey != null) events.push({ kind, nodeKey });
+  }
   if (events.length === 0) return;
   try {
     await ctx.changes.publish(events);

@@ -9,7 +9,7 @@ import type { ConnectorOperation, ConnectorOperationState, OperationLease } from
 import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from './context.js';
 import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
-import { announce } from './changes.js';
+import { announce, announceAll } from './changes.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 export {
@@ -205,7 +205,7 @@ export async function finalizeOperation(
   operation: ConnectorOperation | null,
   input: FinalizeArgs,
   ctx: GraphQLContext,
-): Promise<{ finalized: boolean; operationNodeKey: string; watch: ProjectionWatch | null }> {
+): Promise<{ finalized: boolean; operationNodeKey: string; operation: ConnectorOperation | null; watch: ProjectionWatch | null }> {
   if (operation === null) throw new NotFoundError('operation');
   const result = await finalizeOperationAndArmWatch(ctx.store, {
     key: { callerDID: operation.callerDID, operationID: operation.operationID },
@@ -224,11 +224,12 @@ export async function finalizeOperation(
   });
   // A lost finalize wrote nothing and announces nothing.
   if (result.finalized) {
-    await announce(ctx, 'operation', [operation.nodeKey]);
-    await announce(ctx, 'watch', [result.watch?.nodeKey]);
+    await announceAll(ctx, { operation: [operation.nodeKey], watch: [result.watch?.nodeKey] });
   }
   const watch = result.watch != null && canSeeOwned(ctx.viewer, result.watch) ? result.watch : null;
-  return { finalized: result.finalized, operationNodeKey: operation.nodeKey, watch };
+  // The committed row, if the viewer may still see it (a caller or owner may); null means "read it again".
+  const committed = result.operation !== null && canSeeOperation(ctx.viewer, result.operation) ? result.operation : null;
+  return { finalized: result.finalized, operationNodeKey: operation.nodeKey, operation: committed, watch };
 }
 
 /** `dueOperations` (service principals): live operations due now with no live lease, oldest first. */
@@ -246,8 +247,7 @@ export async function resumeDeferred(
     if (input.connectorName != null) throw new InvalidInputError('connectorName', 'applies only to AUTH: OFFLINE resumes every connector');
     const resumed = await operations.resumeDeferred(ctx.store, { reason: 'offline', ...(ownerDID !== undefined && { ownerDID }) });
     const watches = await resumeOfflineWatches(ctx.store, ownerDID !== undefined ? { ownerDID } : {});
-    await announce(ctx, 'operation', resumed);
-    await announce(ctx, 'watch', watches);
+    await announceAll(ctx, { operation: resumed, watch: watches });
     return { operations: resumed.length, watches: watches.length };
   }
   if (ownerDID === undefined || input.connectorName == null) {

@@ -90,15 +90,26 @@ export function toConnection<T, C>(
   page: { items: T[]; hasMore: boolean },
   cursorOf: (item: T) => unknown,
 ) {
-  const edges = page.items.map((node) => ({ node, cursor: encodeCursor(cursorOf(node)) }));
+  // Cursors are encoded only when selected: most pages ask for the end cursor alone, or none.
+  const cursorOfItem = (item: T | undefined) => (item === undefined ? null : encodeCursor(cursorOf(item)));
+  const edges = page.items.map((node) => ({
+    node,
+    get cursor() {
+      return cursorOfItem(node) as string;
+    },
+  }));
   const forward = request.last === undefined;
   return {
     edges,
     pageInfo: {
       hasNextPage: forward ? page.hasMore : request.before !== undefined,
       hasPreviousPage: forward ? request.after !== undefined : page.hasMore,
-      startCursor: edges[0]?.cursor ?? null,
-      endCursor: edges.at(-1)?.cursor ?? null,
+      get startCursor() {
+        return cursorOfItem(page.items[0]);
+      },
+      get endCursor() {
+        return cursorOfItem(page.items.at(-1));
+      },
     },
   };
 }

@@ -291,7 +291,9 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   }),
 });
 
-const FinalizeOperationPayload = builder.objectRef<{ finalized: boolean; operationNodeKey: string; watch: WatchShape | null }>('FinalizeOperationPayload').implement({
+const FinalizeOperationPayload = builder
+  .objectRef<{ finalized: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>('FinalizeOperationPayload')
+  .implement({
   fields: (t) => ({
     finalized: t.exposeBoolean('finalized', {
       description: 'False when the version or lease token was stale (or the operation already finalized): nothing was written.',
@@ -300,7 +302,11 @@ const FinalizeOperationPayload = builder.objectRef<{ finalized: boolean; operati
       type: ConnectorOperation,
       nullable: true,
       description: 'The operation as it is now.',
-      resolve: (r, _args, ctx) => ConnectorOperation.getDataloader(ctx).clear(r.operationNodeKey).load(r.operationNodeKey),
+      // The committed row came back with the write; a lost finalize reads the operation as it is now.
+      resolve: (r, _args, ctx) => {
+        const loader = ConnectorOperation.getDataloader(ctx).clear(r.operationNodeKey);
+        return r.operation !== null ? loader.prime(r.operationNodeKey, r.operation).load(r.operationNodeKey) : loader.load(r.operationNodeKey);
+      },
     }),
     watch: t.field({
       type: ProjectionWatch,

@@ -11,7 +11,7 @@ import { createLogger } from '../../src/server/logger.js';
 import { recordSweepReceipt } from '../../src/store/sweeps/index.js';
 import { describeGraphQL, TEST_AUDIENCE, type GraphQLResponse } from '../helpers/graphql.js';
 import { seedDocumentsInBulk } from '../helpers/bulk-seed.js';
-import { nodeID } from '../helpers/graphql-seed.js';
+import { nodeID, seedClaim } from '../helpers/graphql-seed.js';
 import { withStatementCounter } from '../helpers/statement-counter.js';
 
 const DOCUMENTS = /* GraphQL */ `
@@ -168,5 +168,20 @@ describeGraphQL('graphql statement count', (suite) => {
     const edges = thirty.data.sweepReceipts.edges as { node: { candidates: { edges: unknown[] }; candidateCounts: { count: number }[] } }[];
     expect(edges).toHaveLength(30);
     expect(edges.every((e) => e.node.candidates.edges.length === 2 && e.node.candidateCounts[0]!.count === 3)).toBe(true);
+  });
+
+  it('finalizeOperation reads the operation once and does not read it again after the commit', async () => {
+    const claimed = await seedClaim(suite);
+    const finalize = `mutation($input: FinalizeOperationInput!) {
+      finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized operation { id state documentID } watch { id } } }
+    }`;
+    const result = await measure(finalize, {
+      input: { id: claimed.id, version: claimed.lease.version, leaseToken: claimed.lease.token, documentID: 'doc-counted', sourceID: 'src-counted' },
+    });
+    expect(result.data.finalizeOperation).toMatchObject({ finalized: true, operation: { id: claimed.id, state: 'COMMITTED', documentID: 'doc-counted' } });
+    // The node read, the fenced UPDATE … RETURNING, the superseded-watch DELETE, the watch upsert,
+    // and on Postgres the document slot's advisory lock (BEGIN/COMMIT are not counted here).
+    expect(result.kinds.filter((k) => k === 'SelectQueryNode').length, result.kinds.join()).toBe(1);
+    expect(result.count, result.kinds.join()).toBe(suite.dialect === 'postgres' ? 5 : 4);
   });
 });

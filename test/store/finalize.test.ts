@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { finalizeOperationAndArmWatch, type FinalizeOperationInput } from '../../src/store/finalize/index.js';
+import { getOperationByKey } from '../../src/store/operations/index.js';
 import { getWatch } from '../../src/store/projection-watches/index.js';
 import type { StoreContext } from '../../src/store/context.js';
 import type { OperationRow } from '../../src/db/tables.js';
@@ -68,6 +69,8 @@ describeEachDialect('finalize', (suite) => {
       });
       expect(result.watch).toEqual(await getWatch(suite.store, watchIdentity()));
       expect(result.watch?.nodeKey).toBe(rows[0]?.node_key);
+      // The committed operation comes back with the write, exactly as a read would give it.
+      expect(result.operation).toEqual(await getOperationByKey(suite.store, operationKey(after!)));
     });
 
     it('stores a null result entity as SQL NULL', async () => {
@@ -84,7 +87,7 @@ describeEachDialect('finalize', (suite) => {
 
       const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-2', currentWinnerDigest: 'digest-2' }));
 
-      expect(again).toEqual({ finalized: false, watch: null });
+      expect(again).toEqual({ finalized: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 
@@ -92,7 +95,7 @@ describeEachDialect('finalize', (suite) => {
       const op = await insertOperationRow(suite.store);
       const before = await snapshot(suite.store, op);
       const result = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { leaseToken: 'taken-over-token' }));
-      expect(result).toEqual({ finalized: false, watch: null });
+      expect(result).toEqual({ finalized: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
       expect(before.watches).toEqual([]);
     });
@@ -106,7 +109,7 @@ describeEachDialect('finalize', (suite) => {
 
       const result = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { version: 2 }));
 
-      expect(result).toEqual({ finalized: false, watch: null });
+      expect(result).toEqual({ finalized: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 

@@ -1,6 +1,7 @@
-import { inTransaction, changedAny, type StoreContext } from '../context.js';
+import { inTransaction, type StoreContext } from '../context.js';
 import { encodeJSONColumn } from '../json.js';
-import type { ConnectorOperationState } from '../operations/types.js';
+import { rowToOperation } from '../operations/row.js';
+import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
 
@@ -33,6 +34,8 @@ export interface FinalizeOperationInput {
 export interface FinalizeOperationResult {
   /** False when the lease CAS lost: nothing at all was written. */
   finalized: boolean;
+  /** The operation as committed; null when not finalized. */
+  operation: ConnectorOperation | null;
   /** The armed watch as committed with the operation; null when not finalized. */
   watch: ProjectionWatch | null;
 }
@@ -89,14 +92,16 @@ export async function finalizeOperationAndArmWatch(
       .where('state', 'in', FINALIZABLE_STATES)
       .where('version', '=', input.version)
       .where('lease_token', '=', input.leaseToken)
+      // The committed row comes back with the write: no read after commit.
+      .returningAll()
       .executeTakeFirst();
-    if (!changedAny(committed)) return { finalized: false, watch: null };
+    if (committed === undefined) return { finalized: false, operation: null, watch: null };
 
     const watch = await armWatchForWrite(tx, {
       identity: input.watchIdentity,
       documentID: input.documentID,
       observedWinnerDigest: input.currentWinnerDigest,
     });
-    return { finalized: true, watch };
+    return { finalized: true, operation: rowToOperation(committed), watch };
   });
 }
