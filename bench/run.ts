@@ -3,9 +3,11 @@
  * (`npm run bench`). Each benchmark is also runnable on its own.
  */
 import { runAuthCostBench } from './auth-cost.js';
+import { runPlansBench } from './plans.js';
 import { runStatementCountBench } from './statement-count.js';
 
 const started = Date.now();
 await runStatementCountBench();
 await runAuthCostBench();
+await runPlansBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);
