@@ -7,7 +7,8 @@
  * to start, naming the first. A lock whose process is gone is taken over.
  * Command-line tools (migrate, demo, retention) do not take it.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 
 /** Thrown when another live process serves the SQLite file. */
 export class DatabaseInUseError extends Error {
@@ -36,6 +37,8 @@ function alive(pid: number): boolean {
 /** Takes the server lock of the SQLite file at `path`, or throws {@link DatabaseInUseError}. */
 export function acquireSQLiteServerLock(path: string): ServerLock {
   const lockPath = `${path}.server.lock`;
+  // On a fresh machine the data directory does not exist yet (the database is created after this).
+  mkdirSync(dirname(resolve(path)), { recursive: true });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(lockPath, 'wx');

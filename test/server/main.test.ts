@@ -104,6 +104,12 @@ describe('npm start (process)', () => {
     await waitFor(() => listeningURL(running!), 'the server after the first stopped');
   });
 
+  it('starts on a fresh machine: the database directory does not exist yet', async () => {
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', DATABASE_URL: `sqlite:${join(cwd, 'data', 'nested', 'store.sqlite')}` });
+    await waitFor(() => listeningURL(running!), 'the server on a new directory');
+    expect(existsSync(join(cwd, 'data', 'nested', 'store.sqlite'))).toBe(true);
+  });
+
   it('a lock left by a killed server is taken over', async () => {
     running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
     await waitFor(() => listeningURL(running!), 'the first server');
