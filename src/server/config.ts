@@ -41,8 +41,10 @@ const EnvSchema = z.object({
   MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
   MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
   WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(3_000),
-  RATE_LIMIT_PER_VIEWER: int(0, 10_000_000).default(1_200),
-  RATE_LIMIT_PER_IP: int(0, 10_000_000).default(2_400),
+  // Floods, not traffic: ~1 000 requests/s per viewer and ~2 000/s per address, sustained over a minute.
+  RATE_LIMIT_PER_VIEWER: int(0, 100_000_000).default(60_000),
+  RATE_LIMIT_PER_IP: int(0, 100_000_000).default(120_000),
+  RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).default('memory'),
   RATE_LIMIT_WINDOW_SECONDS: int(1, 86_400).default(60),
   HTTP_HEADERS_TIMEOUT_MS: int(1_000, 600_000).default(10_000),
   HTTP_REQUEST_TIMEOUT_MS: int(1_000, 3_600_000).default(30_000),
@@ -93,7 +95,7 @@ export interface ServerConfig {
   };
   shutdownGraceMs: number;
   /** Requests per window per viewer DID and per client IP (0: no limit); shared by replicas on Postgres. */
-  rateLimits: { perViewer: number; perIP: number; windowSeconds: number };
+  rateLimits: { perViewer: number; perIP: number; windowSeconds: number; store: 'memory' | 'postgres' };
   /** Node HTTP server timeouts: a client slow to send its headers or its request is cut off; idle keep-alive sockets live longer than clients' (and load balancers') own idle timeouts, so the server never closes one a client is about to reuse. */
   http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number };
   /** How long the server keeps accepting after readiness fails (0 in development, 5 s in production by default). */
@@ -155,7 +157,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    rateLimits: { perViewer: e.RATE_LIMIT_PER_VIEWER, perIP: e.RATE_LIMIT_PER_IP, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS },
+    rateLimits: { perViewer: e.RATE_LIMIT_PER_VIEWER, perIP: e.RATE_LIMIT_PER_IP, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, store: e.RATE_LIMIT_STORE },
     http: { headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS, requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS },
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (e.NODE_ENV === 'production' ? 5_000 : 0),
   };

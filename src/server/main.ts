@@ -54,8 +54,9 @@ async function main(): Promise<void> {
           logger,
         })
       : createInProcessChangeFeed();
-  // On Postgres every replica counts against the same budget.
-  const rateLimiter = database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
+  // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
+  const rateLimiter =
+    config.rateLimits.store === 'postgres' && database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
   const app = createServerApp({ config, database, logger, changes, ...(rateLimiter !== undefined && { rateLimiter }) });
   const server = createServer(
     {

@@ -1,8 +1,9 @@
 /**
  * Request-rate limits per viewer (DID) and per client IP, with
- * rate-limiter-flexible: on Postgres the counters live in the database
- * (table `kubun_connector_rate_limit`, created by the library), so every
- * replica counts against the same budget; on SQLite (one process) in memory.
+ * rate-limiter-flexible: by default counted in each replica's memory (no
+ * statement per request); with `RATE_LIMIT_STORE=postgres` the counters live
+ * in the database (table `kubun_connector_rate_limit`, created by the
+ * library), so every replica counts against the same budget.
  * A request past a limit is refused with `RATE_LIMITED` (HTTP 429,
  * `Retry-After`), before it reads or writes anything.
  */
