@@ -7,6 +7,7 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { GraphQLError } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
@@ -124,6 +125,8 @@ export function createServerApp({
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: config.graphiql ? { title: 'Connector store' } : false,
+    // From the installed package, inline: GraphiQL works on a machine without internet (no CDN).
+    renderGraphiQL,
     healthCheckEndpoint: '/healthz',
     // Counts the bytes of bodies that declare no length (chunked uploads); bodySizeLimit only sees declared ones.
     maxRequestBodySize: config.limits.maxBodyBytes,

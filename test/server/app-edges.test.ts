@@ -166,6 +166,16 @@ describeEachDialect('server edges', (suite) => {
     expect(small.status).toBe(200);
   });
 
+  it('serves GraphiQL from the installed package, with no script or style from a CDN', async () => {
+    const response = await makeApp({ env: { GRAPHIQL: 'true' } }).yoga.fetch('http://localhost/graphql', { headers: { accept: 'text/html' } });
+    expect(response.status).toBe(200);
+    const html = await response.text();
+    expect(html).toContain('<title>Connector store</title>');
+    expect(html).not.toMatch(/<script[^>]+src=["']https?:/i);
+    expect(html).not.toMatch(/<link[^>]+href=["']https?:/i);
+    expect(html).not.toMatch(/unpkg\.com|jsdelivr|esm\.sh/);
+  });
+
   it('answers introspection by default and refuses it with INTROSPECTION=false', async () => {
     const query = '{ __schema { queryType { name } } }';
     const open = await (await post(makeApp(), query)).json();
