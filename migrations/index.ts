@@ -7,6 +7,7 @@ import type { Migration } from 'kysely';
 import type { MigrationColumnTypes } from './column-types.js';
 import { initialMigration } from './0001-initial.js';
 import { sweepReceiptNodeKeyMigration } from './0002-sweep-receipt-node-key.js';
+import { operationFinalizedLeaseMigration } from './0003-operation-finalized-lease.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -15,5 +16,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
   return {
     '0001-initial': initialMigration(types),
     '0002-sweep-receipt-node-key': sweepReceiptNodeKeyMigration(types),
+    '0003-operation-finalized-lease': operationFinalizedLeaseMigration(types),
   };
 }

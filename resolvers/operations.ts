@@ -205,7 +205,7 @@ export async function finalizeOperation(
   operation: ConnectorOperation | null,
   input: FinalizeArgs,
   ctx: GraphQLContext,
-): Promise<{ finalized: boolean; operationNodeKey: string; operation: ConnectorOperation | null; watch: ProjectionWatch | null }> {
+): Promise<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperation | null; watch: ProjectionWatch | null }> {
   if (operation === null) throw new NotFoundError('operation');
   const result = await finalizeOperationAndArmWatch(ctx.store, {
     key: { callerDID: operation.callerDID, operationID: operation.operationID },
@@ -222,14 +222,14 @@ export async function finalizeOperation(
       sourceID: input.sourceID,
     },
   });
-  // A lost finalize wrote nothing and announces nothing.
-  if (result.finalized) {
+  // A lost finalize, and a replay of one that already committed, wrote nothing and announce nothing.
+  if (result.finalized && !result.replayed) {
     await announceAll(ctx, { operation: [operation.nodeKey], watch: [result.watch?.nodeKey] });
   }
   const watch = result.watch != null && canSeeOwned(ctx.viewer, result.watch) ? result.watch : null;
   // The committed row, if the viewer may still see it (a caller or owner may); null means "read it again".
   const committed = result.operation !== null && canSeeOperation(ctx.viewer, result.operation) ? result.operation : null;
-  return { finalized: result.finalized, operationNodeKey: operation.nodeKey, operation: committed, watch };
+  return { finalized: result.finalized, replayed: result.replayed, operationNodeKey: operation.nodeKey, operation: committed, watch };
 }
 
 /** `dueOperations` (service principals): live operations due now with no live lease, oldest first. */

@@ -292,11 +292,17 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
 });
 
 const FinalizeOperationPayload = builder
-  .objectRef<{ finalized: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>('FinalizeOperationPayload')
+  .objectRef<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>(
+    'FinalizeOperationPayload',
+  )
   .implement({
   fields: (t) => ({
     finalized: t.exposeBoolean('finalized', {
-      description: 'False when the version or lease token was stale (or the operation already finalized): nothing was written.',
+      description:
+        'True when the operation is committed by this holder: now, or by an earlier identical finalize (see `replayed`). False when the version or lease token was stale, or the operation was finalized by another holder or for another document: nothing was written.',
+    }),
+    replayed: t.exposeBoolean('replayed', {
+      description: 'True when this repeated a finalize by the same holder (version, lease token) for the same document that had already committed: the recorded result is returned and nothing was written or armed again.',
     }),
     operation: t.field({
       type: ConnectorOperation,

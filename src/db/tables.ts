@@ -63,6 +63,8 @@ export interface OperationTable {
   incarnation: string | null;
   lease_token: string | null;
   lease_expires_at: number | null;
+  /** SHA-256 (base64url) of the lease token that finalized the operation (migration 0003): recognises a replayed finalize. */
+  finalized_lease_digest: Generated<string | null>;
   created_at: number;
   updated_at: number;
 }

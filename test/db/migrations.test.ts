@@ -49,7 +49,7 @@ const INDEXES = [
   'idx_connector_sweep_receipt_owner_created',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease'];
 
 interface Introspected {
   tables: string[];
@@ -170,7 +170,7 @@ for (const dialect of testDialects()) {
 
     it('0002 gives receipts recorded before it a unique random node key, and down removes the column', async () => {
       const migrator = createMigrator(database.open.db, dialect);
-      unwrapMigrationResult(await migrator.migrateDown());
+      unwrapMigrationResult(await migrator.migrateTo('0001-initial'));
       const db = database.open.db as Kysely<any>;
       const receipt = (provenance: string) => ({
         owner_did: 'did:key:owner', connector_name: 'google', partition: 'p', provenance, sequence: 1, model_id: 'm',

@@ -271,7 +271,7 @@ for (const dialect of testDialects()) {
       expect(again.replay).toEqual({ documentID: 'doc-replay-1', resultEntity: { n: 2 } });
     });
 
-    it('20 concurrent finalizes over HTTP with one lease: exactly one finalized: true', async () => {
+    it('20 concurrent identical finalizes over HTTP: 20 × finalized: true, one of them not a replay, one watch', async () => {
       const claimed = await claimFresh('race-1');
       const input = {
         id: claimed.operation.id,
@@ -283,8 +283,8 @@ for (const dialect of testDialects()) {
       };
       const results = await Promise.all(Array.from({ length: 20 }, () => send(FinalizeOperationDocument, { input })));
       const payloads = results.map((r) => expectPayload(r.finalizeOperation, 'FinalizeOperationPayload'));
-      expect(payloads.filter((p) => p.finalized)).toHaveLength(1);
-      expect(payloads.filter((p) => !p.finalized)).toHaveLength(19);
+      expect(payloads.filter((p) => p.finalized)).toHaveLength(20);
+      expect(payloads.filter((p) => !p.replayed)).toHaveLength(1);
       for (const p of payloads) expect(p.operation?.state).toBe('COMMITTED');
       const watches = await send(WatchesDocument, { first: 10, filter: { documentID: 'doc-race-1' } });
       expect(watches.watches.totalCount).toBe(1);

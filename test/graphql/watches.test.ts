@@ -80,6 +80,21 @@ describeGraphQL('graphql watches', (suite) => {
       expect(node.data.node).toEqual({ __typename: 'ProjectionWatch', ...payload.watch });
     });
 
+    it('a retried identical finalize answers finalized: true, replayed: true with the recorded watch, and writes nothing', async () => {
+      const seeded = await seedClaim(suite);
+      const first = await finalize(seeded);
+      expect(first.data.finalizeOperation).toMatchObject({ finalized: true });
+      const before = await allWatchRows(suite.store);
+      suite.clock.advance(5_000);
+      const retry = await finalize(seeded);
+      expect(retry.data.finalizeOperation).toMatchObject({
+        finalized: true,
+        watch: { id: first.data.finalizeOperation.watch.id, repairGeneration: 0, version: 0 },
+        operation: { id: seeded.id, state: 'COMMITTED', documentID: 'doc-1' },
+      });
+      expect(await allWatchRows(suite.store)).toEqual(before);
+    });
+
     it('returns finalized: false and changes nothing on a second finalize with the same lease', async () => {
       const seeded = await seedClaim(suite);
       const first = await finalize(seeded);

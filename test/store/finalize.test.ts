@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { finalizeOperationAndArmWatch, type FinalizeOperationInput } from '../../src/store/finalize/index.js';
 import { getOperationByKey } from '../../src/store/operations/index.js';
@@ -42,7 +43,10 @@ describeEachDialect('finalize', (suite) => {
         updated_at: start + 1_000,
         lease_token: null,
         lease_expires_at: null,
+        // A digest of the finalizing token (recognises a replay), never the token itself.
+        finalized_lease_digest: createHash('sha256').update(op.lease_token!).digest('base64url'),
       });
+      expect(JSON.stringify(after)).not.toContain(op.lease_token!);
       expect(after?.version).toBe(op.version);
 
       const rows = await allWatchRows(suite.store);
@@ -79,6 +83,19 @@ describeEachDialect('finalize', (suite) => {
       expect((await getOperationRow(suite.store, operationKey(op)))?.result_entity).toBeNull();
     });
 
+    it('a repeated identical finalize is a replay: true with the recorded result and watch, and nothing is written or armed again', async () => {
+      const op = await insertOperationRow(suite.store);
+      const first = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op));
+      const before = await snapshot(suite.store, op);
+      suite.clock.advance(5_000);
+      const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { currentWinnerDigest: 'digest-2', resultEntity: { other: true } }));
+      expect(again).toEqual({ finalized: true, replayed: true, operation: first.operation, watch: first.watch });
+      expect(await snapshot(suite.store, op)).toEqual(before);
+      // Another token at the same version is not the holder that finalized it.
+      const other = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { leaseToken: 'someone-else' }));
+      expect(other).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
+    });
+
     it('refuses a second finalize with the same lease and changes nothing', async () => {
       const op = await insertOperationRow(suite.store);
       expect((await finalizeOperationAndArmWatch(suite.store, finalizeInput(op))).finalized).toBe(true);
@@ -87,7 +104,7 @@ describeEachDialect('finalize', (suite) => {
 
       const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-2', currentWinnerDigest: 'digest-2' }));
 
-      expect(again).toEqual({ finalized: false, operation: null, watch: null });
+      expect(again).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 
@@ -95,7 +112,7 @@ describeEachDialect('finalize', (suite) => {
       const op = await insertOperationRow(suite.store);
       const before = await snapshot(suite.store, op);
       const result = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { leaseToken: 'taken-over-token' }));
-      expect(result).toEqual({ finalized: false, operation: null, watch: null });
+      expect(result).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
       expect(before.watches).toEqual([]);
     });
@@ -109,7 +126,7 @@ describeEachDialect('finalize', (suite) => {
 
       const result = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { version: 2 }));
 
-      expect(result).toEqual({ finalized: false, operation: null, watch: null });
+      expect(result).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 
@@ -230,19 +247,21 @@ describeEachDialect('finalize', (suite) => {
     });
 
     describe('concurrency (Postgres, real parallel connections)', () => {
-      it.runIf(suite.dialect === 'postgres')('20 concurrent finalizes with one lease: exactly one wins, one watch', async () => {
+      it.runIf(suite.dialect === 'postgres')('100 concurrent identical finalizes: 100 × true, one commit, one arm (the others are replays)', async () => {
         const op = await insertOperationRow(suite.store);
         const results = await Promise.all(
-          Array.from({ length: 20 }, (_, i) =>
+          Array.from({ length: 100 }, (_, i) =>
             finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { currentWinnerDigest: `digest-${i}` })),
           ),
         );
-        expect(results.filter((r) => r.finalized)).toHaveLength(1);
+        expect(results.every((r) => r.finalized)).toBe(true);
+        expect(results.filter((r) => !r.replayed)).toHaveLength(1);
         const rows = await allWatchRows(suite.store);
         expect(rows).toHaveLength(1);
         expect(rows[0]).toMatchObject({ repair_generation: 0, version: 0, verification_status: 'pending_verification' });
-        const winner = results.find((r) => r.finalized);
+        const winner = results.find((r) => !r.replayed);
         expect(rows[0]?.observed_winner_digest).toBe(winner?.watch?.observedWinnerDigest);
+        for (const replay of results.filter((r) => r.replayed)) expect(replay.watch?.nodeKey).toBe(rows[0]?.node_key);
         expect((await getOperationRow(suite.store, operationKey(op)))?.state).toBe('committed');
       });
 

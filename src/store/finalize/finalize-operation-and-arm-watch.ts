@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import { inTransaction, type StoreContext } from '../context.js';
 import { encodeJSONColumn } from '../json.js';
-import { rowToOperation } from '../operations/row.js';
+import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
+import { getWatch } from '../projection-watches/read.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
 
 /**
@@ -32,8 +34,10 @@ export interface FinalizeOperationInput {
 
 /** What {@link finalizeOperationAndArmWatch} did. */
 export interface FinalizeOperationResult {
-  /** False when the lease CAS lost: nothing at all was written. */
+  /** False when the lease CAS lost: nothing at all was written. True for a replay too. */
   finalized: boolean;
+  /** True when this repeated a finalize by the same holder for the same document that had already committed: nothing was written. */
+  replayed: boolean;
   /** The operation as committed; null when not finalized. */
   operation: ConnectorOperation | null;
   /** The armed watch as committed with the operation; null when not finalized. */
@@ -48,8 +52,12 @@ export interface FinalizeOperationResult {
  *    result entity, `updated_at`), guarded by the key, `state IN (attempted,
  *    committed)`, `version = input.version` and `lease_token = input.leaseToken`.
  *    The version (the lease epoch) is not bumped.
- * 2. No row matched → `{ finalized: false }` and nothing else is written: a
- *    stale lease never touches the watch.
+ * 2. No row matched → nothing else is written: a stale lease never touches
+ *    the watch. It answers `{ finalized: false }`, unless the operation is
+ *    committed and was finalized by this same holder (version and lease
+ *    token, kept as a digest) for this same document: then it is a replay
+ *    (SPEC §3.4 "retries"), answering `{ finalized: true, replayed: true }`
+ *    with the recorded operation and the document's watch as it is.
  * 3. The document's watch under any other identity is deleted: one watch per
  *    (owner, model, document).
  * 4. The watch is upserted: a new one starts `pending_verification`, attempts
@@ -61,10 +69,10 @@ export interface FinalizeOperationResult {
  *
  * Deliberate addition to the reference: the same UPDATE also clears the lease
  * (`lease_token` and `lease_expires_at` null), because a committed operation
- * has no holder. So a finalize is single-use: repeating it with the same
- * token returns false, and of N concurrent finalizes with one lease exactly
- * one returns true and arms the watch once (on Postgres the others wait on
- * the operation's row lock, then find the token gone). Concurrent finalizes
+ * has no holder; a digest of the token is kept to recognise replays. Of N
+ * concurrent identical finalizes, one commits and arms the watch once and
+ * the others (on Postgres they wait on the operation's row lock, then find
+ * it committed) answer the replay: N × true. Concurrent finalizes
  * and arms of one watch identity queue on the watch row's lock; on Postgres
  * writers that may create the watch of one (owner, model, document) also
  * queue on a transaction-scoped advisory lock (see `lockDocumentWatchSlot`),
@@ -86,6 +94,7 @@ export async function finalizeOperationAndArmWatch(
         updated_at: now,
         lease_token: null,
         lease_expires_at: null,
+        finalized_lease_digest: leaseDigest(input.leaseToken),
       })
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)
@@ -95,13 +104,36 @@ export async function finalizeOperationAndArmWatch(
       // The committed row comes back with the write: no read after commit.
       .returningAll()
       .executeTakeFirst();
-    if (committed === undefined) return { finalized: false, operation: null, watch: null };
+    if (committed === undefined) return replayOf(tx, input);
 
     const watch = await armWatchForWrite(tx, {
       identity: input.watchIdentity,
       documentID: input.documentID,
       observedWinnerDigest: input.currentWinnerDigest,
     });
-    return { finalized: true, operation: rowToOperation(committed), watch };
+    return { finalized: true, replayed: false, operation: rowToOperation(committed), watch };
   });
+}
+
+/** What a finalize identifies its holder by once the commit cleared the lease: a digest, never the token. */
+function leaseDigest(leaseToken: string): string {
+  return createHash('sha256').update(leaseToken).digest('base64url');
+}
+
+/**
+ * A finalize that changed nothing: a replay when the operation is committed
+ * and was finalized by this same holder (version, lease token) for this same
+ * document — then the recorded result and the document's watch as it is, and
+ * nothing is written; otherwise refused (a lost or taken-over lease).
+ */
+async function replayOf(tx: StoreContext, input: FinalizeOperationInput): Promise<FinalizeOperationResult> {
+  const row = await selectOperationRow(tx, input.key);
+  const replay =
+    row !== undefined &&
+    row.state === 'committed' &&
+    Number(row.version) === input.version &&
+    row.document_id === input.documentID &&
+    row.finalized_lease_digest === leaseDigest(input.leaseToken);
+  if (!replay) return { finalized: false, replayed: false, operation: null, watch: null };
+  return { finalized: true, replayed: true, operation: rowToOperation(row), watch: await getWatch(tx, input.watchIdentity) };
 }
