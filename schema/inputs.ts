@@ -33,19 +33,19 @@ export function jsonBoundsProblem(value: unknown, maxBytes = MAX_JSON_INPUT_BYTE
   return (JSON.stringify(value) ?? '').length > maxBytes ? `must be at most ${maxBytes} bytes as JSON` : null;
 }
 
-/** Any JSON value within {@link MAX_JSON_INPUT_BYTES} and {@link MAX_JSON_INPUT_DEPTH}. */
-export const jsonInput = z.unknown().superRefine((value, context) => {
+/** Adds the bounds problem of a JSON value, if any, as the field's issue. */
+function withinJSONBounds(value: unknown, context: z.RefinementCtx): void {
   const problem = jsonBoundsProblem(value);
   if (problem !== null) context.addIssue({ code: 'custom', message: problem });
-});
+}
+
+/** Any JSON value within {@link MAX_JSON_INPUT_BYTES} and {@link MAX_JSON_INPUT_DEPTH}. */
+export const jsonInput = z.unknown().superRefine(withinJSONBounds);
 
 /** A JSON object (field name → value) within the same bounds. */
 export const jsonObjectInput = z
   .custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), { message: 'must be a JSON object' })
-  .superRefine((value, context) => {
-    const problem = jsonBoundsProblem(value);
-    if (problem !== null) context.addIssue({ code: 'custom', message: problem });
-  });
+  .superRefine(withinJSONBounds);
 
 /** Hybrid logical clock stamps and op hashes: opaque, bounded. */
 export const hlcInput = z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters');

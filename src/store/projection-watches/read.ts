@@ -91,16 +91,8 @@ export async function getWatchesByDocumentIDs(
   documentIDs: readonly string[],
 ): Promise<Map<string, ProjectionWatch>> {
   const result = new Map<string, ProjectionWatch>();
-  if (documentIDs.length === 0) return result;
-  const rows = await store.db
-    .selectFrom('kubun_connector_projection_watch')
-    .selectAll()
-    .where('document_id', 'in', [...new Set(documentIDs)])
-    .orderBy('created_at', 'desc')
-    .orderBy('node_key', 'desc')
-    .execute();
-  for (const row of rows) {
-    if (!result.has(row.document_id)) result.set(row.document_id, rowToProjectionWatch(row));
+  for (const [documentID, watches] of await getAllWatchesByDocumentIDs(store, documentIDs)) {
+    if (watches[0] !== undefined) result.set(documentID, watches[0]);
   }
   return result;
 }

@@ -2,7 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { changedAny, inTransaction } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
-import { rowToSweepReceipt } from './row.js';
+import { getSweepReceiptsByKeys } from './read.js';
 import type { SweepReceipt, SweepReceiptKey } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
 import { requireReceiptKey } from './validate.js';
@@ -127,14 +127,7 @@ export async function recordSweepReceipt(store: StoreContext, input: RecordSweep
 
 /** Reads one receipt, or null. */
 export async function getSweepReceipt(store: StoreContext, key: SweepReceiptKey): Promise<SweepReceipt | null> {
-  const row = await store.db
-    .selectFrom('kubun_connector_sweep_receipt')
-    .selectAll()
-    .where((eb) =>
-      eb.and({ owner_did: key.ownerDID, connector_name: key.connectorName, partition: key.partition, provenance: key.provenance }),
-    )
-    .executeTakeFirst();
-  return row === undefined ? null : rowToSweepReceipt(row);
+  return (await getSweepReceiptsByKeys(store, [key]))[0] ?? null;
 }
 
 function firstDifferingField(stored: SweepReceipt, input: RecordSweepReceiptInput & { predicate: string | null }): string | null {

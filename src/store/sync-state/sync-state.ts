@@ -1,18 +1,13 @@
 /** Plain reads and writes of one sync state row (SPEC §3.1). */
 import type { StoreContext } from '../context.js';
 import { changedAny } from '../context.js';
+import { getSyncStatesByKeys } from './read.js';
 import { freshSyncStateRow, progressColumns, rowToSyncState } from './row.js';
 import type { SyncState, SyncStateInput } from './types.js';
 
 /** Reads one connector's sync state for one owner, or `null`. */
 export async function getSyncState(store: StoreContext, connectorName: string, ownerDID: string): Promise<SyncState | null> {
-  const row = await store.db
-    .selectFrom('kubun_connector_sync_state')
-    .selectAll()
-    .where('connector_name', '=', connectorName)
-    .where('owner_did', '=', ownerDID)
-    .executeTakeFirst();
-  return row === undefined ? null : rowToSyncState(row);
+  return (await getSyncStatesByKeys(store, [{ connectorName, ownerDID }]))[0] ?? null;
 }
 
 /** Every owner's sync state of one connector, ordered by owner DID. */
