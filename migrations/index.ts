@@ -8,6 +8,7 @@ import type { MigrationColumnTypes } from './column-types.js';
 import { initialMigration } from './0001-initial.js';
 import { sweepReceiptNodeKeyMigration } from './0002-sweep-receipt-node-key.js';
 import { operationFinalizedLeaseMigration } from './0003-operation-finalized-lease.js';
+import { operationCountsMigration } from './0004-operation-counts.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -17,5 +18,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0001-initial': initialMigration(types),
     '0002-sweep-receipt-node-key': sweepReceiptNodeKeyMigration(types),
     '0003-operation-finalized-lease': operationFinalizedLeaseMigration(types),
+    '0004-operation-counts': operationCountsMigration(types),
   };
 }

@@ -65,8 +65,8 @@ export async function listOperations(args: ConnectionArgs & { filter?: Operation
 
 /** `operationCounts`: how many visible operations are in each state. */
 export async function countOperationsByState(filter: OperationFilterArgs | null | undefined, ctx: GraphQLContext) {
-  const counts = await operations.countOperationsByState(ctx.store, { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(filter) });
-  return operations.OPERATION_STATES.map((state) => ({ state, count: counts[state] }));
+  const { counts, capped } = await operations.countOperationsByState(ctx.store, { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(filter) });
+  return operations.OPERATION_STATES.map((state) => ({ state, count: counts[state], capped }));
 }
 
 /** `operationByKey`: by idempotency key; the caller defaults to the viewer. Invisible → null. */

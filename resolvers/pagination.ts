@@ -117,3 +117,5 @@ export function toConnection<T, C>(
 function badInput(message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
 }
+
+export { COUNT_CAP, type BoundedCount } from '../src/store/count.js';

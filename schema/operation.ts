@@ -117,7 +117,13 @@ const OperationReplay = builder.objectRef<NonNullable<ClaimOperationResult['repl
 
 const OperationStateCount = builder.simpleObject('OperationStateCount', {
   description: 'How many visible operations are in one state.',
-  fields: (t) => ({ state: t.field({ type: ConnectorOperationState }), count: t.int() }),
+  fields: (t) => ({
+    state: t.field({ type: ConnectorOperationState }),
+    count: t.int({ description: 'Exact, from counters the database keeps, unless `capped`.' }),
+    capped: t.boolean({
+      description: 'True when counting stopped at the count cap (only a `documentID` filter counts rows): `count` is then a lower bound.',
+    }),
+  }),
 });
 
 export const OperationFilter = builder.inputType('OperationFilter', {

@@ -19,6 +19,8 @@ export interface DatabaseFailure {
 /** Postgres SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 const TIMEOUT_STATES = new Set(['57014', '55P03']); // query_canceled (statement_timeout), lock_not_available
 const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006', '08007']);
+/** serialization_failure, deadlock_detected: the transaction was rolled back whole and can simply run again. */
+const CONFLICT_STATES = new Set(['40001', '40P01']);
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND']);
 /** pg and pg-pool raise these as plain Errors, without a code. */
 const UNAVAILABLE_MESSAGES = [/Connection terminated/i, /not queryable/i, /Client was closed/i, /connection is closed/i];
@@ -35,6 +37,7 @@ export function classifyDatabaseError(error: unknown): DatabaseFailure | null {
       if (UNAVAILABLE_STATES.has(code) || NETWORK_CODES.has(code)) {
         return { code: 'DATABASE_UNAVAILABLE', message: 'The database connection was lost; retry shortly.', retryAfterSeconds: 1 };
       }
+      if (CONFLICT_STATES.has(code)) return { code: 'OVERLOADED', message: 'A concurrent write got in the way; retry.', retryAfterSeconds: 1 };
       if (SQLITE_BUSY_CODES.has(code)) return { code: 'OVERLOADED', message: 'The database is busy; retry shortly.', retryAfterSeconds: 1 };
     }
     if (POOL_TIMEOUT_MESSAGE.test(current.message)) {

@@ -69,6 +69,23 @@ export interface OperationTable {
   updated_at: number;
 }
 
+/**
+ * How many operations have one combination of the counted columns (migration
+ * 0004), kept by triggers on the operations table; '' stands for an absent
+ * last kind or defer reason; `shard` spreads one combination over 8 rows.
+ */
+export interface OperationCountTable {
+  caller_did: string;
+  owner_did: string;
+  connector_name: string;
+  model: string;
+  state: string;
+  last_kind: string;
+  defer_reason: string;
+  shard: number;
+  n: number;
+}
+
 export interface ProjectionWatchTable {
   owner_did: string;
   connector_name: string;
@@ -167,6 +184,7 @@ export interface Database {
   kubun_connector_sync_state: SyncStateTable;
   kubun_connector_pending_auth: PendingAuthTable;
   kubun_connector_operation: OperationTable;
+  kubun_connector_operation_count: OperationCountTable;
   kubun_connector_projection_watch: ProjectionWatchTable;
   kubun_connector_observation_records: ObservationRecordsTable;
   kubun_connector_observation_repair: ObservationRepairTable;

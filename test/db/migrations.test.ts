@@ -8,6 +8,7 @@ const TABLES = [
   'kubun_connector_observation_records',
   'kubun_connector_observation_repair',
   'kubun_connector_operation',
+  'kubun_connector_operation_count',
   'kubun_connector_pending_auth',
   'kubun_connector_projection_watch',
   'kubun_connector_sweep_candidate',
@@ -20,6 +21,7 @@ const PRIMARY_KEYS: Record<string, string[]> = {
   kubun_connector_sync_state: ['connector_name', 'owner_did'],
   kubun_connector_pending_auth: ['state'],
   kubun_connector_operation: ['caller_did', 'operation_id'],
+  kubun_connector_operation_count: ['caller_did', 'owner_did', 'connector_name', 'model', 'state', 'last_kind', 'defer_reason', 'shard'],
   kubun_connector_projection_watch: ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'],
   kubun_connector_observation_records: ['type', 'owner', 'id', 'op_hash'],
   kubun_connector_observation_repair: ['document_id'],
@@ -42,6 +44,7 @@ const INDEXES = [
   'idx_connector_operation_document',
   'idx_connector_operation_owner',
   'idx_connector_operation_state_updated',
+  'idx_connector_operation_count_owner',
   'idx_connector_watch_document',
   'idx_connector_observation_repair_written',
   'kubun_connector_sweep_candidate_due_idx',
@@ -49,7 +52,7 @@ const INDEXES = [
   'idx_connector_sweep_receipt_owner_created',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts'];
 
 interface Introspected {
   tables: string[];

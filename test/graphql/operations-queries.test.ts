@@ -8,6 +8,8 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { unknownNodeID } from '../helpers/graphql-seed.js';
 import { claimed, finalize, mutateOK, OPERATION_FIELDS } from '../helpers/operation-graphql.js';
+import { operationRowValues } from '../helpers/row-fixtures.js';
+import { COUNT_CAP } from '../../src/store/count.js';
 
 interface Edge {
   cursor: string;
@@ -17,17 +19,19 @@ interface Page {
   edges: Edge[];
   pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
   totalCount: number;
+  totalCountCapped: boolean;
 }
 
 const LIST = `query L($first: Int, $after: String, $last: Int, $before: String, $filter: OperationFilter) {
   operations(first: $first, after: $after, last: $last, before: $before, filter: $filter) {
     totalCount
+    totalCountCapped
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges { cursor node { id operationID createdAt } }
   }
 }`;
 
-const COUNTS = `query C($filter: OperationFilter) { operationCounts(filter: $filter) { state count } }`;
+const COUNTS = `query C($filter: OperationFilter) { operationCounts(filter: $filter) { state count capped } }`;
 const BY_KEY = `query K($operationID: String!, $callerDID: DID) { operationByKey(operationID: $operationID, callerDID: $callerDID) { id operationID callerDID ownerDID } }`;
 const NODE = `query N($id: ID!) { node(id: $id) { __typename id ... on ConnectorOperation { operationID } } }`;
 const NODES = `query N($ids: [ID!]!) { nodes(ids: $ids) { __typename id ... on ConnectorOperation { operationID } } }`;
@@ -194,6 +198,7 @@ describeGraphQL('graphql operations: queries', (suite) => {
           const label = JSON.stringify(filter);
           expect(idsOf(p).sort(), label).toEqual([...expected].sort());
           expect(p.totalCount, label).toBe(expected.length);
+          expect(p.totalCountCapped, label).toBe(false);
         }
       });
 
@@ -236,10 +241,10 @@ describeGraphQL('graphql operations: queries', (suite) => {
           return res.data.operationCounts;
         };
         const row = (attempted: number, reconcileOnly: number, committed: number, dead: number) => [
-          { state: 'ATTEMPTED', count: attempted },
-          { state: 'RECONCILE_ONLY', count: reconcileOnly },
-          { state: 'COMMITTED', count: committed },
-          { state: 'DEAD', count: dead },
+          { state: 'ATTEMPTED', count: attempted, capped: false },
+          { state: 'RECONCILE_ONLY', count: reconcileOnly, capped: false },
+          { state: 'COMMITTED', count: committed, capped: false },
+          { state: 'DEAD', count: dead, capped: false },
         ];
         expect(await counts('alice')).toEqual(row(8, 1, 1, 1));
         expect(await counts('bob')).toEqual(row(3, 0, 0, 0));
@@ -355,8 +360,24 @@ describeGraphQL('graphql operations: queries', (suite) => {
   it('an empty store lists nothing and counts zeros', async () => {
     expect(await page({ first: 10 }, 'worker')).toEqual({
       totalCount: 0,
+      totalCountCapped: false,
       edges: [],
       pageInfo: { hasNextPage: false, hasPreviousPage: false, startCursor: null, endCursor: null },
     });
+  });
+  it('counts past the cap: exact from the counters, capped (and said so) where a document filter counts rows', async () => {
+    const rows = Array.from({ length: COUNT_CAP + 1 }, () => operationRowValues(suite.store, { document_id: 'doc-big', owner_did: suite.keys.alice.did }));
+    for (let i = 0; i < rows.length; i += 500) await suite.store.db.insertInto('kubun_connector_operation').values(rows.slice(i, i + 500)).execute();
+    const QUERY = `query Q($filter: OperationFilter) {
+      operations(first: 1, filter: $filter) { totalCount totalCountCapped }
+      operationCounts(filter: $filter) { state count capped }
+    }`;
+    const exact = await suite.gql(QUERY, {}, { as: 'worker' });
+    expect(exact.data.operations).toEqual({ totalCount: COUNT_CAP + 1, totalCountCapped: false });
+    expect(exact.data.operationCounts[0]).toEqual({ state: 'ATTEMPTED', count: COUNT_CAP + 1, capped: false });
+    const capped = await suite.gql(QUERY, { filter: { documentID: 'doc-big' } }, { as: 'worker' });
+    expect(capped.data.operations).toEqual({ totalCount: COUNT_CAP, totalCountCapped: true });
+    expect(capped.data.operationCounts[0]).toMatchObject({ state: 'ATTEMPTED', capped: true });
+    expect(capped.data.operationCounts[0].count).toBeGreaterThanOrEqual(COUNT_CAP);
   });
 });

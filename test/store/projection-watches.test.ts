@@ -670,8 +670,8 @@ describeEachDialect('projection watches', (suite) => {
       const made = await seed();
       const alice = (await listWatches(suite.store, { visibleTo: 'did:key:zAlice', first: 10 })).watches;
       expect(alice.map((w) => w.sourceID)).toEqual(['s4', 's3', 's1']);
-      expect(await countWatches(suite.store, { visibleTo: 'did:key:zAlice' })).toBe(3);
-      expect(await countWatches(suite.store, { visibleTo: null })).toBe(5);
+      expect(await countWatches(suite.store, { visibleTo: 'did:key:zAlice' })).toEqual({ count: 3, capped: false });
+      expect(await countWatches(suite.store, { visibleTo: null })).toEqual({ count: 5, capped: false });
 
       // An owner filter cannot widen visibility.
       expect((await listWatches(suite.store, { visibleTo: 'did:key:zAlice', filter: { ownerDID: 'did:key:zBob' }, first: 10 })).watches).toEqual([]);
@@ -691,11 +691,11 @@ describeEachDialect('projection watches', (suite) => {
       });
       const verified = await listWatches(suite.store, { visibleTo: null, filter: { status: 'verified' }, first: 10 });
       expect(verified.watches.map((w) => w.sourceID)).toEqual(['s3']);
-      expect(await countWatches(suite.store, { visibleTo: null, filter: { status: ['verified', 'failed'] } })).toBe(2);
-      expect(await countWatches(suite.store, { visibleTo: null, filter: { status: [] } })).toBe(0);
+      expect(await countWatches(suite.store, { visibleTo: null, filter: { status: ['verified', 'failed'] } })).toEqual({ count: 2, capped: false });
+      expect(await countWatches(suite.store, { visibleTo: null, filter: { status: [] } })).toEqual({ count: 0, capped: false });
       expect(
         await countWatches(suite.store, { visibleTo: 'did:key:zAlice', filter: { status: 'pending_verification', connectorName: 'google' } }),
-      ).toBe(2);
+      ).toEqual({ count: 2, capped: false });
     });
   });
 

@@ -395,17 +395,17 @@ describeEachDialect('sync state', (suite) => {
       const all = pages.flat();
       const expected = ['github', 'google', 'notion'].flatMap((c) => [OWNER, OTHER, 'did:key:z6MkOwnerC'].sort().map((o) => `${c}|${o}`));
       expect(all).toEqual(expected);
-      expect(await countSyncStates(suite.store, { visibleTo: null })).toBe(9);
+      expect(await countSyncStates(suite.store, { visibleTo: null })).toEqual({ count: 9, capped: false });
     });
 
     it('an owner sees only its own rows, whatever the filter asks', async () => {
       await seed();
       const pages = await pageAll({ visibleTo: OWNER, first: 2 });
       expect(pages.flat()).toEqual(['github', 'google', 'notion'].map((c) => `${c}|${OWNER}`));
-      expect(await countSyncStates(suite.store, { visibleTo: OWNER })).toBe(3);
+      expect(await countSyncStates(suite.store, { visibleTo: OWNER })).toEqual({ count: 3, capped: false });
       const foreign = await listSyncStates(suite.store, { visibleTo: OWNER, filter: { ownerDID: OTHER }, first: 10 });
       expect(foreign).toEqual({ syncStates: [], hasMore: false });
-      expect(await countSyncStates(suite.store, { visibleTo: OWNER, filter: { ownerDID: OTHER } })).toBe(0);
+      expect(await countSyncStates(suite.store, { visibleTo: OWNER, filter: { ownerDID: OTHER } })).toEqual({ count: 0, capped: false });
     });
 
     it('filters by connector, owner and status', async () => {
@@ -414,7 +414,7 @@ describeEachDialect('sync state', (suite) => {
       expect(byConnector.syncStates.map((s) => s.connectorName)).toEqual(['google', 'google', 'google']);
       const byStatus = await listSyncStates(suite.store, { visibleTo: null, filter: { status: 'error' }, first: 10 });
       expect(byStatus.syncStates.map((s) => s.ownerDID)).toEqual([OTHER, OTHER, OTHER]);
-      expect(await countSyncStates(suite.store, { visibleTo: null, filter: { status: 'error', connectorName: 'notion' } })).toBe(1);
+      expect(await countSyncStates(suite.store, { visibleTo: null, filter: { status: 'error', connectorName: 'notion' } })).toEqual({ count: 1, capped: false });
       const byOwner = await listSyncStates(suite.store, { visibleTo: null, filter: { ownerDID: OTHER }, first: 1 });
       expect(byOwner).toMatchObject({ hasMore: true, syncStates: [{ connectorName: 'github', ownerDID: OTHER }] });
     });

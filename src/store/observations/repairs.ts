@@ -1,6 +1,7 @@
 /** Repair obligations per document and the "written since" feed over them (SPEC §3.6). */
 import type { StoreContext } from '../context.js';
 import { changedAny } from '../context.js';
+import { countUpTo, type BoundedCount } from '../count.js';
 import { rowToObservationRepair } from './row.js';
 import type { ObservationRepair, ObservationRepairInput, RepairCursor } from './types.js';
 import { requirePositiveInteger } from '../validate.js';
@@ -77,10 +78,9 @@ export async function deleteObservationRepair(store: StoreContext, documentID: s
   return changedAny(await query.executeTakeFirst());
 }
 
-/** How many repair obligations there are (the "written since" feed's total). */
-export async function countObservationRepairs(store: StoreContext): Promise<number> {
-  const row = await store.db.selectFrom('kubun_connector_observation_repair').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
-  return Number(row.count);
+/** How many repair obligations there are (the "written since" feed's total), up to the count cap. */
+export async function countObservationRepairs(store: StoreContext): Promise<BoundedCount> {
+  return countUpTo(store, store.db.selectFrom('kubun_connector_observation_repair'));
 }
 
 /** Options of {@link listRepairsWrittenSince}. */

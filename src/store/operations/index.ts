@@ -9,8 +9,14 @@ export { recordReconcileResult, type RecordReconcileResultInput } from './reconc
 export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
 export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './read.js';
 export {
+  countOperationGroups,
   countOperations,
   countOperationsByState,
+  type OperationCountDimension,
+  type OperationCountGroup,
+  type OperationCountGroups,
+} from './count.js';
+export {
   listOperations,
   operationCursor,
   type ListOperationsInput,

@@ -1,4 +1,4 @@
-/** Listing and counting operations for the API: visibility, filters, keyset pages newest first. */
+/** Listing operations for the API: visibility, filters, keyset pages newest first. */
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
@@ -113,39 +113,8 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
   return { operations: page, hasMore };
 }
 
-/** How many operations are visible and match the filter. */
-export async function countOperations(store: StoreContext, scope: OperationScope): Promise<number> {
-  checkScope(scope);
-  if (scope.filter?.states?.length === 0) return 0;
-  const row = await scoped(store, scope)
-    .select((eb) => eb.fn.countAll().as('count'))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
-}
-
-/** Visible, filtered operations counted per state; every state is a key (0 when none). */
-export async function countOperationsByState(store: StoreContext, scope: OperationScope): Promise<Record<ConnectorOperationState, number>> {
-  checkScope(scope);
-  const counts = Object.fromEntries(OPERATION_STATES.map((state) => [state, 0])) as Record<ConnectorOperationState, number>;
-  if (scope.filter?.states?.length === 0) return counts;
-  const rows = await scoped(store, scope)
-    .select((eb) => ['state', eb.fn.countAll().as('count')])
-    .groupBy('state')
-    .execute();
-  for (const row of rows) {
-    if (row.state in counts) counts[row.state as ConnectorOperationState] = Number(row.count);
-  }
-  return counts;
-}
-
-function scoped(store: StoreContext, scope: OperationScope) {
-  let query = store.db.selectFrom(OPERATION_TABLE);
-  const viewer = scope.visibleTo;
-  if (viewer !== null) query = query.where((eb) => eb.or([eb('caller_did', '=', viewer), eb('owner_did', '=', viewer)]));
-  return filtered(query, scope.filter);
-}
-
-function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined): Q {
+/** Applies an operation filter's conditions to a query of the operations table. */
+export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined): Q {
   let q = query as SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>;
   if (filter?.states !== undefined) q = q.where('state', 'in', [...filter.states]);
   if (filter?.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
@@ -169,7 +138,8 @@ function bounded(query: OperationQuery, input: ListOperationsInput): OperationQu
   return q;
 }
 
-function checkScope(scope: OperationScope): void {
+/** Refuses a scope with an empty viewer or an unknown state. */
+export function checkScope(scope: OperationScope): void {
   if (scope.visibleTo !== null) requireNonEmptyString('visibleTo', scope.visibleTo);
   const states = scope.filter?.states;
   if (states !== undefined) {

@@ -1,6 +1,7 @@
 import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { countUpTo, type BoundedCount } from '../count.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
 import { requireIntegerAtLeast } from '../validate.js';
@@ -100,17 +101,12 @@ export async function listWatches(store: StoreContext, options: ListWatchesOptio
   };
 }
 
-/** How many watches {@link listWatches} would list over all pages. */
+/** How many watches {@link listWatches} would list over all pages, up to the count cap. */
 export async function countWatches(
   store: StoreContext,
   options: Pick<ListWatchesOptions, 'visibleTo' | 'filter'>,
-): Promise<number> {
-  const row = await store.db
-    .selectFrom('kubun_connector_projection_watch')
-    .select((eb) => eb.fn.countAll().as('count'))
-    .where(visibleWatches(options.visibleTo, options.filter))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
+): Promise<BoundedCount> {
+  return countUpTo(store, store.db.selectFrom('kubun_connector_projection_watch').where(visibleWatches(options.visibleTo, options.filter)));
 }
 
 function visibleWatches(visibleTo: string | null, filter: WatchFilter = {}) {

@@ -3,6 +3,7 @@ import type { ExpressionBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { requireNonNegativeInteger } from '../validate.js';
+import { countUpTo, type BoundedCount } from '../count.js';
 import { rowToSweepReceipt } from './row.js';
 import type { SweepReceipt } from './types.js';
 
@@ -52,14 +53,9 @@ export async function listSweepReceipts(
   return { receipts: rows.slice(0, options.first).map(rowToSweepReceipt), hasMore: rows.length > options.first };
 }
 
-/** How many receipts {@link listSweepReceipts} would list over all pages. */
-export async function countSweepReceipts(store: StoreContext, scope: SweepReceiptScope): Promise<number> {
-  const row = await store.db
-    .selectFrom('kubun_connector_sweep_receipt')
-    .select((eb) => eb.fn.countAll().as('count'))
-    .where(visibleReceipts(scope))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
+/** How many receipts {@link listSweepReceipts} would list over all pages, up to the count cap. */
+export async function countSweepReceipts(store: StoreContext, scope: SweepReceiptScope): Promise<BoundedCount> {
+  return countUpTo(store, store.db.selectFrom('kubun_connector_sweep_receipt').where(visibleReceipts(scope)));
 }
 
 function visibleReceipts({ visibleTo, filter = {} }: SweepReceiptScope) {

@@ -2,6 +2,7 @@
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { countUpTo, type BoundedCount } from '../count.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState, SyncStateCursor, SyncStateFilter } from './types.js';
 import { requireNonNegativeInteger } from '../validate.js';
@@ -53,12 +54,9 @@ export async function listSyncStates(store: StoreContext, options: ListSyncState
   return { syncStates: rows.slice(0, first).map(rowToSyncState), hasMore: rows.length > first };
 }
 
-/** Counts the sync states {@link listSyncStates} would page through. */
-export async function countSyncStates(store: StoreContext, scope: SyncStateScope): Promise<number> {
-  const row = await scoped(store, scope)
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
+/** Counts the sync states {@link listSyncStates} would page through, up to the count cap. */
+export async function countSyncStates(store: StoreContext, scope: SyncStateScope): Promise<BoundedCount> {
+  return countUpTo(store, scoped(store, scope));
 }
 
 function scoped(store: StoreContext, { visibleTo, filter = {} }: SyncStateScope): SelectQueryBuilder<Database, 'kubun_connector_sync_state', {}> {

@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { classifyDatabaseError } from '../../src/db/errors.js';
+
+function driverError(code: string, message = 'driver said no'): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+describe('classifyDatabaseError', () => {
+  it.each([
+    ['57014', 'DATABASE_TIMEOUT'],
+    ['55P03', 'DATABASE_TIMEOUT'],
+    ['57P01', 'DATABASE_UNAVAILABLE'],
+    ['ECONNREFUSED', 'DATABASE_UNAVAILABLE'],
+    ['40P01', 'OVERLOADED'],
+    ['40001', 'OVERLOADED'],
+    ['SQLITE_BUSY', 'OVERLOADED'],
+  ])('%s is retryable as %s', (code, expected) => {
+    expect(classifyDatabaseError(driverError(code))?.code).toBe(expected);
+    // Also when wrapped, as Kysely and our own errors do.
+    expect(classifyDatabaseError(new Error('wrapped', { cause: driverError(code) }))?.code).toBe(expected);
+  });
+
+  it('leaves defects alone: constraint violations, syntax errors, plain errors', () => {
+    expect(classifyDatabaseError(driverError('23505'))).toBeNull();
+    expect(classifyDatabaseError(driverError('42601'))).toBeNull();
+    expect(classifyDatabaseError(new Error('boom'))).toBeNull();
+    expect(classifyDatabaseError('not an error')).toBeNull();
+  });
+
+  it('never repeats the driver message to the client', () => {
+    const failure = classifyDatabaseError(driverError('40P01', 'deadlock detected on kubun_connector_operation_count'));
+    expect(failure?.message).not.toMatch(/kubun|deadlock detected/);
+  });
+});
