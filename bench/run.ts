@@ -5,9 +5,11 @@
 import { runAuthCostBench } from './auth-cost.js';
 import { runPlansBench } from './plans.js';
 import { runStatementCountBench } from './statement-count.js';
+import { runThroughputBench } from './throughput.js';
 
 const started = Date.now();
 await runStatementCountBench();
 await runAuthCostBench();
 await runPlansBench();
+await runThroughputBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);

@@ -1,0 +1,299 @@
+/**
+ * Throughput against baselines, over real HTTP with autocannon: the server
+ * (`src/server/main.ts` in its own process) against, in the same run and in
+ * interleaved rounds, a bare yoga server with one field and a raw-SQL
+ * `node:http` handler that issues the store's statements directly
+ * (bench/baselines/raw-sql.ts), on SQLite and on Postgres. Prints req/s,
+ * p50/p99 latency and CPU of the server process per request (from
+ * /proc/PID/stat), each with the ratio to its baseline. Absolute numbers are
+ * noise on a shared machine (autocannon, the servers and Postgres share its
+ * two cores); the ratios, measured side by side, are the claim.
+ *
+ * Scenarios (the dashboard list reads a table seeded by SQL with 10 000 operations):
+ * - `{ __typename }` with a reused bearer token vs a bare yoga server;
+ * - dashboard list: `operations(first: 50) { … watch }` vs the same two SELECTs;
+ * - claim of new keys vs SELECT + INSERT … RETURNING + NOTIFY;
+ * - the write-back sequence claim → start → sent → finalize, per sequence.
+ *
+ *   npx tsx bench/throughput.ts          (or npm run bench; about 3 minutes)
+ *   BENCH_SECONDS=5 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_DIALECTS=postgres npx tsx bench/throughput.ts
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import autocannon, { type Request } from 'autocannon';
+import pg from 'pg';
+import SQLite from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { generateLocalKey, mintToken } from '../src/auth/index.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const DIALECTS = (process.env.BENCH_DIALECTS ?? 'sqlite,postgres').split(',');
+const ROWS = 10_000;
+const AUDIENCE = 'connector-store-bench';
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+interface Target {
+  url: string;
+  process: ChildProcess;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startProcess(script: string, env: Record<string, string>, readyPath: string): Promise<Target> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`${script} exited: ${stderr}`);
+    try {
+      const response = await fetch(url + readyPath);
+      if (response.ok) return { url, process: child };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`${script} did not become ready: ${stderr}`);
+}
+
+function cpuTicks(child: ChildProcess): number {
+  // Fields after the command name: state is field 3, utime 14, stime 15.
+  const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+interface Measured {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuMsPerRequest: number;
+}
+
+async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
+  const before = cpuTicks(target.process);
+  const result = await autocannon({
+    url: target.url,
+    connections: CONNECTIONS,
+    duration: SECONDS,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    requests,
+  });
+  const ticks = cpuTicks(target.process) - before;
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  const units = result.requests.total / perUnit;
+  return {
+    rps: result.requests.average / perUnit,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    cpuMsPerRequest: ((ticks / TICKS_PER_SECOND) * 1_000) / units,
+  };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/** A request whose body is built per request (autocannon calls setupRequest for each). */
+function post(body: (context: Record<string, any>) => unknown, onResponse?: (body: any, context: Record<string, any>) => void): Request {
+  return {
+    method: 'POST',
+    path: '/graphql',
+    setupRequest: (request, context) => ({ ...request, body: JSON.stringify(body(context as Record<string, any>)) }),
+    ...(onResponse !== undefined && {
+      onResponse: (status: number, text: string, context: Record<string, any>) => {
+        if (status === 200) onResponse(JSON.parse(text), context);
+      },
+    }),
+  } as Request;
+}
+
+let sequence = 0;
+const nextID = (prefix: string) => `${prefix}-${process.pid}-${++sequence}`;
+
+const LIST = `query { operations(first: 50) { edges { node { id operationID state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
+const CLAIM = `mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id state } lease { token version expiresAt } } } }`;
+const START = `mutation($input: StartOperationAttemptInput!) { startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { id attempts } } } }`;
+const SENT = `mutation($input: MarkOperationSentInput!) { markOperationSent(input: $input) { __typename ... on OperationPayload { operation { id } } } }`;
+const FINALIZE = `mutation($input: FinalizeOperationInput!) { finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized operation { id state documentID } watch { id } } } }`;
+
+const claimInput = (operationID: string) => ({
+  operationID,
+  connectorName: 'google',
+  model: 'calendar.event',
+  op: 'CREATE',
+  accountKey: 'account-1',
+  target: 'primary',
+  deterministicEventID: `event-${operationID}`,
+  payloadHash: `hash-${operationID}`,
+  reissueIntent: 'none',
+  leaseMs: 30_000,
+});
+
+/** The app's and the raw baseline's request sequences of one scenario. */
+function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[] }[] {
+  const fenced = (c: Record<string, any>) => ({ id: c.id, version: c.version, leaseToken: c.token });
+  const keep = (field: string) => (body: any, c: Record<string, any>) => {
+    const payload = body.data?.[field];
+    if (payload?.lease !== undefined) Object.assign(c, { id: payload.operation.id, version: payload.lease.version, token: payload.lease.token });
+  };
+  const rawKeep = (body: any, c: Record<string, any>) => {
+    const payload = body.data?.claimOperation;
+    if (payload?.lease !== undefined) Object.assign(c, { version: payload.lease.version, token: payload.lease.token });
+  };
+  return [
+    { name: '`{ __typename }`', perUnit: 1, baseline: 'yoga', app: () => [post(() => ({ query: '{ __typename }' }))], raw: () => [post(() => ({ query: '{ __typename }' }))] },
+    { name: 'dashboard list, 50 rows + watches', perUnit: 1, baseline: 'raw', app: () => [post(() => ({ query: LIST }))], raw: () => [post(() => ({ op: 'list', first: 50 }))] },
+    {
+      name: 'claim, new keys',
+      perUnit: 1,
+      baseline: 'raw',
+      app: () => [post(() => ({ query: CLAIM, variables: { input: claimInput(nextID('claim')) } }))],
+      raw: () => [post(() => ({ op: 'claim', operationID: nextID('claim') }))],
+    },
+    {
+      name: 'write-back sequence (claim → start → sent → finalize), per sequence',
+      perUnit: 4,
+      baseline: 'raw',
+      app: () => [
+        post((c) => ({ query: CLAIM, variables: { input: claimInput((c.operationID = nextID('seq'))) } }), keep('claimOperation')),
+        post((c) => ({ query: START, variables: { input: fenced(c) } })),
+        post((c) => ({ query: SENT, variables: { input: { ...fenced(c), sendMarker: `marker-${c.operationID}` } } })),
+        post((c) => ({ query: FINALIZE, variables: { input: { ...fenced(c), documentID: `doc-${c.operationID}`, sourceID: `src-${c.operationID}`, resultEntity: { id: 'remote-1' } } } })),
+      ],
+      raw: () => [
+        post((c) => ({ op: 'claim', operationID: (c.operationID = nextID('seq')) }), rawKeep),
+        post((c) => ({ op: 'start', operationID: c.operationID, version: c.version, leaseToken: c.token })),
+        post((c) => ({ op: 'sent', operationID: c.operationID, version: c.version, leaseToken: c.token })),
+        post((c) => ({ op: 'finalize', operationID: c.operationID, version: c.version, leaseToken: c.token })),
+      ],
+    },
+  ];
+}
+
+/** 10 000 operations (one in four committed to a document with a watch), by SQL in one statement each. */
+async function seed(dialect: string, url: string, owner: string): Promise<void> {
+  const operations = `insert into kubun_connector_operation
+      (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
+       payload_hash, reissue_intent, document_id, state, attempts, version, created_at, updated_at)
+    select '${owner}', 'seed-' || i, 'seed' || i, '${owner}', 'google', 'calendar.event', 'create', 'account-1', 'primary', 'e-' || i, 'h-' || i, 'none',
+      case when i % 4 = 0 then 'doc-seed-' || i end, case when i % 4 = 0 then 'committed' else 'attempted' end, 1, 0, 1700000000000 + i, 1700000000000 + i`;
+  const watches = `insert into kubun_connector_projection_watch
+      (owner_did, connector_name, model, account_key, source_id, node_key, document_id, verification_status, created_at, updated_at)
+    select '${owner}', 'google', 'calendar.event', 'account-1', 'src-' || i, 'wseed' || i, 'doc-seed-' || i, 'verified', 1700000000000, 1700000000000`;
+  if (dialect === 'postgres') {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query(`${operations} from generate_series(1, ${ROWS}) as i`);
+    await client.query(`${watches} from generate_series(4, ${ROWS}, 4) as i`);
+    await client.query('analyze');
+    await client.end();
+  } else {
+    const db = new SQLite(url.slice('sqlite:'.length));
+    db.exec(`with recursive s(i) as (select 1 union all select i + 1 from s where i < ${ROWS}) ${operations} from s`);
+    db.exec(`with recursive s(i) as (select 4 union all select i + 4 from s where i + 4 <= ${ROWS}) ${watches} from s`);
+    db.close();
+  }
+}
+
+async function scratchDatabase(dialect: string): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
+  if (dialect === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'cs-bench-'));
+    return { url: `sqlite:${join(dir, 'bench.sqlite')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  }
+  const admin = process.env.PG_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const client = new pg.Client({ connectionString: admin, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+  } catch {
+    return undefined;
+  }
+  const name = `cs_throughput_${randomBytes(4).toString('hex')}`;
+  await client.query(`create database ${name}`);
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    },
+  };
+}
+
+/** Runs the benchmark and prints its markdown table. */
+export async function runThroughputBench(): Promise<void> {
+  const key = generateLocalKey();
+  const token = await mintToken({ privateKey: key.privateKey, audience: AUDIENCE, ttlSeconds: 3_600 });
+  const headers = { authorization: `Bearer ${token}` };
+  const rows: string[] = [];
+  for (const dialect of DIALECTS) {
+    const database = await scratchDatabase(dialect);
+    if (database === undefined) {
+      console.log(`\nThroughput on ${dialect} skipped: no Postgres reachable (set PG_TEST_URL).`);
+      continue;
+    }
+    const targets: Target[] = [];
+    try {
+      const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
+      const app = await startProcess(
+        'src/server/main.ts',
+        { ...common, AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: key.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0' },
+        '/readyz',
+      );
+      targets.push(app);
+      await seed(dialect, database.url, key.did);
+      const raw = await startProcess('bench/baselines/raw-sql.ts', common, '/');
+      const yoga = await startProcess('bench/baselines/bare-yoga.ts', {}, '/graphql?query=%7B__typename%7D');
+      targets.push(raw, yoga);
+      for (const scenario of scenarios()) {
+        const baseline = scenario.baseline === 'yoga' ? yoga : raw;
+        const results = { app: [] as Measured[], base: [] as Measured[] };
+        // Warm-up of both, then interleaved rounds.
+        await load(app, scenario.app(), scenario.perUnit, headers);
+        await load(baseline, scenario.raw(), scenario.perUnit, headers);
+        for (let round = 0; round < ROUNDS; round++) {
+          results.app.push(await load(app, scenario.app(), scenario.perUnit, headers));
+          results.base.push(await load(baseline, scenario.raw(), scenario.perUnit, headers));
+        }
+        const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
+        const ratio = m(results.app, 'rps') / m(results.base, 'rps');
+        rows.push(
+          `| ${dialect} | ${scenario.name} | ${scenario.baseline === 'yoga' ? 'bare yoga' : 'raw SQL'} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.base, 'rps').toFixed(0)} | **${ratio.toFixed(2)}×** | ${m(results.app, 'p50').toFixed(1)} / ${m(results.app, 'p99').toFixed(1)} | ${m(results.base, 'p50').toFixed(1)} / ${m(results.base, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.base, 'cpuMsPerRequest').toFixed(2)} |`,
+        );
+      }
+    } finally {
+      for (const target of targets) target.process.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 300));
+      await database.drop();
+    }
+  }
+  console.log(`\n### Throughput vs baselines (autocannon, ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds × ${SECONDS} s, median)\n`);
+  console.log('| dialect | scenario | baseline | app req/s | baseline req/s | app ÷ baseline | app p50 / p99 ms | baseline p50 / p99 ms | app CPU ms/req | baseline CPU ms/req |');
+  console.log('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
+  for (const row of rows) console.log(row);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await runThroughputBench();
