@@ -18,7 +18,9 @@ import {
   type DatabaseConnection,
   type Dialect,
   type LogConfig,
+  type SqliteDatabase,
 } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import pg from 'pg';
 import type { Database } from './tables.js';
 
@@ -195,11 +197,36 @@ function sqliteDialect(path: string, options: OpenDatabaseOptions): Dialect {
           connection.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
           if (!memory) connection.pragma('journal_mode = WAL');
           connection.pragma('synchronous = NORMAL');
-          return connection;
+          return withStatementCache(connection);
         },
       }),
     createIntrospector: (db) => new SqliteIntrospector(db),
     createQueryCompiler: () => new SqliteQueryCompiler(),
+  };
+}
+
+/** How many prepared statements one SQLite connection keeps (LRU); the store issues a few hundred distinct texts. */
+const SQLITE_STATEMENT_CACHE = 500;
+
+/**
+ * The connection as Kysely's driver sees it, with `prepare` answered from an
+ * LRU of prepared statements keyed by SQL text: Kysely prepares on every
+ * execution, and preparing costs about as much as running a key lookup.
+ * Reusing a statement is safe: Kysely runs one query at a time per
+ * connection and reads each result whole (`all`/`run`).
+ */
+function withStatementCache(connection: SQLite.Database): SqliteDatabase {
+  const statements = new LRUCache<string, SQLite.Statement>({ max: SQLITE_STATEMENT_CACHE });
+  return {
+    close: () => connection.close(),
+    prepare: (sql: string) => {
+      let statement = statements.get(sql);
+      if (statement === undefined) {
+        statement = connection.prepare(sql);
+        statements.set(sql, statement);
+      }
+      return statement;
+    },
   };
 }
 

@@ -19,6 +19,7 @@ import { schema } from '../../schema/index.js';
 import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
+import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
@@ -117,6 +118,7 @@ export function createServerApp({
     // A client that goes away (socket closed, request aborted) ends its
     // execution and, for subscriptions, frees everything the stream held.
     useExecutionCancellation(),
+    useCompiledExecution(),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection());
 
