@@ -8,6 +8,13 @@
  */
 import { DEFAULT_PAGE_SIZE } from '../resolvers/pagination.js';
 
+/**
+ * The only arguments any field's price reads (a page size, or the length of a
+ * list of ids). The server's budget check relies on this list to remember a
+ * verdict across requests whose other variables differ: keep it complete.
+ */
+export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs']);
+
 /** A connection: its page size, as asked for (an out-of-range size is refused later anyway). */
 export const connectionComplexity = (args: { first?: number | null; last?: number | null }) => ({
   field: 1,

@@ -14,3 +14,5 @@ import './pending-auth.js';
 import './subscriptions.js';
 
 export const schema = builder.toSchema({ sortSchema: true });
+
+export { COST_ARGUMENTS } from './complexity.js';

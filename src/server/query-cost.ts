@@ -7,14 +7,33 @@
  * (`nodes(ids: $ids)`, `first: $n`) and yoga caches validation per document.
  */
 import { createComplexityRule } from '@pothos/plugin-complexity';
-import { GraphQLError, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
+import { GraphQLError, validate, visit, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 
-/** Budget verdicts per document (yoga caches parsed documents, so the same object comes back), then per variables and operation. */
+/** Budget verdicts per document (yoga caches parsed documents, so the same object comes back), then per priced variables and operation. */
 const VERDICTS_PER_DOCUMENT = 64;
-/** Variables longer than this (as JSON) are priced every time rather than kept. */
-const MAX_REMEMBERED_KEY = 2_048;
+
+/**
+ * The variables of a document that feed a priced argument (`first: $n`,
+ * `ids: $ids`): only they can change its price, so only they key the verdict
+ * (a claim's `$input` differs on every request and prices the same).
+ */
+function pricedVariables(document: DocumentNode, costArguments: ReadonlySet<string>): string[] {
+  const names = new Set<string>();
+  visit(document, {
+    Argument(node) {
+      if (!costArguments.has(node.name.value)) return;
+      visit(node.value, { Variable: (variable) => void names.add(variable.name.value) });
+    },
+  });
+  return [...names].sort();
+}
+
+/** What a priced variable contributes to the price: a number as it is, a list by its length. */
+function priceOf(value: unknown): unknown {
+  return Array.isArray(value) ? { length: value.length } : typeof value === 'number' || value === null || value === undefined ? (value ?? null) : typeof value;
+}
 
 /**
  * The budget errors of one operation (empty when it fits). Other problems the
@@ -33,34 +52,27 @@ function overBudget(schema: GraphQLSchema, document: DocumentNode, args: { varia
   return errors.filter((error) => error.extensions.code === 'QUERY_COMPLEXITY');
 }
 
-/** The cache key of a request's verdict, or undefined for variables too long (or too deep to stringify) to keep. */
-function rememberedKey(operationName: string | null | undefined, variables: unknown): string | undefined {
-  let json: string;
-  try {
-    json = JSON.stringify(variables ?? {});
-  } catch {
-    return undefined; // nested past the engine's stack: priced (and refused by the input rules) without caching
-  }
-  return json.length > MAX_REMEMBERED_KEY ? undefined : `${operationName ?? ''}\u0000${json}`;
-}
-
 /**
  * Refuses operations that cost more than `maxCost`. The verdict of a
- * (document, operation name, variables) is remembered: the field costs depend
- * on arguments only, so a dashboard polling one query pays the walk once.
+ * (document, operation name, priced variables) is remembered: prices read only
+ * `costArguments`, so a dashboard polling one query, or a worker sending one
+ * mutation with new inputs, pays the walk once.
  */
-export function useQueryCostBudget(maxCost: number): Plugin {
+export function useQueryCostBudget(maxCost: number, costArguments: ReadonlySet<string>): Plugin {
   const refuse = (errors: readonly GraphQLError[]) => ({
     errors: errors.map((error) => new GraphQLError(error.message, { extensions: { ...error.extensions, http: { status: 400 } } })),
   });
-  const verdicts = new WeakMap<DocumentNode, LRUCache<string, readonly GraphQLError[]>>();
+  const verdicts = new WeakMap<DocumentNode, { priced: string[]; byKey: LRUCache<string, readonly GraphQLError[]> }>();
   const check = (args: { schema: GraphQLSchema; document: DocumentNode; variableValues?: unknown; operationName?: string | null; contextValue: unknown }) => {
     let perDocument = verdicts.get(args.document);
-    if (perDocument === undefined) verdicts.set(args.document, (perDocument = new LRUCache({ max: VERDICTS_PER_DOCUMENT })));
-    const key = rememberedKey(args.operationName, args.variableValues);
-    if (key === undefined) return overBudget(args.schema, args.document, args, maxCost);
-    let errors = perDocument.get(key);
-    if (errors === undefined) perDocument.set(key, (errors = overBudget(args.schema, args.document, args, maxCost)));
+    if (perDocument === undefined) {
+      perDocument = { priced: pricedVariables(args.document, costArguments), byKey: new LRUCache({ max: VERDICTS_PER_DOCUMENT }) };
+      verdicts.set(args.document, perDocument);
+    }
+    const variables = (args.variableValues ?? {}) as Record<string, unknown>;
+    const key = JSON.stringify([args.operationName ?? null, ...perDocument.priced.map((name) => priceOf(variables[name]))]);
+    let errors = perDocument.byKey.get(key);
+    if (errors === undefined) perDocument.byKey.set(key, (errors = overBudget(args.schema, args.document, args, maxCost)));
     return errors;
   };
   return {

@@ -9,6 +9,8 @@ import { print } from 'graphql';
 import { expect, it } from 'vitest';
 import { DocumentStatesDocument, OperationsDocument } from '../../client/generated/graphql.js';
 import { describeGraphQL } from '../helpers/graphql.js';
+import { COST_ARGUMENTS, schema } from '../../schema/index.js';
+import { isObjectType } from 'graphql';
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => Buffer.from(`ConnectorOperation:${String(i).padStart(22, 'A')}`).toString('base64url'));
 const aliased = (count: number, field: string) => `query($v: [${field.startsWith('nodes') ? 'ID' : 'String'}!]!) { ${Array.from({ length: count }, (_, i) => `a${i}: ${field}`).join(' ')} }`;
@@ -49,5 +51,32 @@ describeGraphQL('graphql query cost', (suite) => {
   it('the generated dashboard page of 100 operations with counts fits', async () => {
     const res = await suite.gql(print(OperationsDocument), { first: 100 });
     expect(res.errors).toBeUndefined();
+  });
+
+  it('a remembered verdict never lets a dearer request through: the same document with more ids is refused, then fewer fit again', async () => {
+    const selection = 'nodes(ids: $v) { __typename id ... on ConnectorOperation { state attempts lastKind } }';
+    const query = aliased(30, selection);
+    for (const n of [10, 500, 10, 500]) {
+      if (n === 500) await expectRefused(query, { v: ids(n) });
+      else expect((await suite.gql(query, { v: ids(n) })).errors).toBeUndefined();
+    }
+  });
+
+  it('every field priced by its arguments reads only the arguments named in COST_ARGUMENTS', () => {
+    let priced = 0;
+    for (const type of Object.values(schema.getTypeMap())) {
+      if (!isObjectType(type)) continue;
+      for (const field of Object.values(type.getFields())) {
+        const complexity = field.extensions?.complexity;
+        if (typeof complexity !== 'function') continue;
+        priced++;
+        // With only the priced arguments, or with every other argument filled in too, the price is the same.
+        const listed = { first: 7, last: null, ids: ['a', 'b'], documentIDs: ['c'] };
+        const others = Object.fromEntries(field.args.filter((arg) => !COST_ARGUMENTS.has(arg.name)).map((arg) => [arg.name, { junk: true }]));
+        expect(complexity({ ...listed, ...others }, {}, field), `${type.name}.${field.name}`).toEqual(complexity(listed, {}, field));
+        for (const name of Object.keys(listed)) expect(COST_ARGUMENTS.has(name)).toBe(true);
+      }
+    }
+    expect(priced).toBeGreaterThan(5);
   });
 });
