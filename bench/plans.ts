@@ -1,111 +1,207 @@
 /**
- * Query plans at scale (Postgres only): seeds 1 M operations by SQL in a
- * scratch database (seconds, not through the API), captures the SQL the
- * store issues for the listing pages (service and ordinary viewer, page 1 and
- * a page 50 000 rows deep), runs `EXPLAIN (ANALYZE, BUFFERS)` on each, and
- * prints the execution times, the deep/first ratio and whether any plan has a
- * sequential scan on the operations table.
+ * Query plans at scale (Postgres only). Seeds, by SQL in a scratch database
+ * (seconds, not through the API), 10 000 and then 1 000 000 operations (and a
+ * fifth as many watches and sync states), captures the SQL the store issues
+ * for each listing (service and ordinary viewer; page 1 and a page deep down
+ * the order), for `totalCount`, and for a key lookup and a fenced write, runs
+ * `EXPLAIN (ANALYZE, BUFFERS)` on each and prints the execution time, whether
+ * the plan has a sequential scan on a store table, and the ratios the issue
+ * sets goals for: deep page ÷ page 1, 1 M ÷ 10 k, and count ÷ page. Key
+ * lookups are also explained before ANALYZE, when the statistics do not yet
+ * know any caller, and must use the primary key then too.
  *
  *   PG_TEST_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/plans.ts
- *   BENCH_ROWS=200000 …   (default 1 000 000; ~30 s on this machine kind)
+ *   BENCH_ROWS=200000 …   (default 1 000 000; about a minute on this machine kind)
  */
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { openDatabase, type OpenDatabase } from '../src/db/connect.js';
 import { migrateToLatest } from '../src/db/migrator.js';
-import { createStoreContext } from '../src/store/context.js';
-import { listOperations, operationCursor } from '../src/store/operations/index.js';
+import { createStoreContext, type StoreContext } from '../src/store/context.js';
+import { countOperations, listOperations, startOperationAttempt } from '../src/store/operations/index.js';
+import { selectOperationRow } from '../src/store/operations/row.js';
+import { listWatches } from '../src/store/projection-watches/index.js';
+import { listSyncStates } from '../src/store/sync-state/index.js';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
+const SMALL = 10_000;
 const OWNERS = 1_000;
-const DEPTH = 50_000;
+const ORDINARY = 'did:key:zOwner7';
 
-function adminURL(): string | undefined {
+function adminURL(): string {
   if (process.env.PG_TEST_URL) return process.env.PG_TEST_URL;
   if (process.env.DATABASE_URL?.startsWith('postgres')) return process.env.DATABASE_URL;
-  return undefined;
+  return 'postgres://postgres@127.0.0.1:5432/postgres';
 }
 
-/** Runs the benchmark and prints its markdown table (or why it was skipped). */
+interface Plan {
+  ms: number;
+  seqScan: boolean;
+  indexes: string[];
+}
+
+/** A scratch database seeded with `rows` operations; statements the store runs are captured. */
+async function seeded(admin: pg.Client, rows: number) {
+  const name = `cs_plans_${randomBytes(4).toString('hex')}`;
+  await admin.query(`create database ${name}`);
+  const url = new URL(adminURL());
+  url.pathname = `/${name}`;
+  const captured: { sql: string; parameters: readonly unknown[] }[] = [];
+  const database: OpenDatabase = openDatabase({ dialect: 'postgres', connectionString: url.toString(), display: name }, {
+    log: (event) => {
+      if (event.level === 'query') captured.push({ sql: event.query.sql, parameters: event.query.parameters });
+    },
+  });
+  await migrateToLatest(database.db, 'postgres');
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  const started = Date.now();
+  // Owner i % 1000; the caller is the owner for 9 rows in 10, a worker otherwise.
+  await client.query(
+    `insert into kubun_connector_operation
+       (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
+        payload_hash, reissue_intent, state, attempts, version, created_at, updated_at)
+     select case when i % 10 = 0 then 'did:key:zWorker' else 'did:key:zOwner' || (i % ${OWNERS}) end, 'op-' || i, md5(i::text),
+            'did:key:zOwner' || (i % ${OWNERS}), 'google', 'calendar.event', 'create', 'a', 't', 'e-' || i, 'h-' || i, 'none',
+            (array['attempted','reconcile_only','committed','dead'])[1 + i % 4], 1, 0, 1700000000000 + i, 1700000000000 + i
+     from generate_series(1, ${rows}) as i`,
+  );
+  const side = Math.max(1, Math.floor(rows / 5));
+  await client.query(
+    `insert into kubun_connector_projection_watch
+       (owner_did, connector_name, model, account_key, source_id, node_key, document_id, verification_status, created_at, updated_at)
+     select 'did:key:zOwner' || (i % ${OWNERS}), 'google', 'calendar.event', 'a', 's-' || i, md5('w' || i), 'doc-' || i,
+            (array['pending_verification','verified','failed'])[1 + i % 3], 1700000000000 + i, 1700000000000 + i
+     from generate_series(1, ${side}) as i`,
+  );
+  await client.query(
+    `insert into kubun_connector_sync_state (connector_name, owner_did, node_key, last_synced_at, status)
+     select 'connector-' || (i / ${OWNERS}), 'did:key:zOwner' || (i % ${OWNERS}), md5('s' || i), '2026-01-01T00:00:00Z', 'idle'
+     from generate_series(0, ${side - 1}) as i`,
+  );
+  const seconds = (Date.now() - started) / 1_000;
+  const store = createStoreContext(database.db, 'postgres');
+  return {
+    store,
+    client,
+    seconds,
+    /** The plan of the last statement `run` issued. */
+    async explain(run: (store: StoreContext) => Promise<unknown>, analyze = true): Promise<Plan> {
+      captured.length = 0;
+      await run(store);
+      const query = captured.at(-1)!;
+      const lines = (await client.query(`explain (${analyze ? 'analyze, buffers' : 'costs'}) ${query.sql}`, query.parameters as unknown[])).rows.map(
+        (r: { 'QUERY PLAN': string }) => r['QUERY PLAN'],
+      );
+      const text = lines.join('\n');
+      return {
+        ms: Number(/Execution Time: ([\d.]+) ms/.exec(text)?.[1] ?? Number.NaN),
+        seqScan: /Seq Scan on kubun_connector_(operation|projection_watch|sync_state)\b/.test(text),
+        indexes: [...new Set([...text.matchAll(/(?:Index(?: Only)? Scan(?: Backward)?|Bitmap Index Scan) (?:using|on) (\w+)/g)].map((m) => m[1]!))],
+      };
+    },
+    async drop() {
+      await client.end().catch(() => {});
+      await database.close();
+      await admin.query(`drop database if exists ${name} with (force)`);
+    },
+  };
+}
+
+type Seeded = Awaited<ReturnType<typeof seeded>>;
+
+/** The cursor about `depth` rows down a viewer's newest-first operations, read by SQL (OFFSET is fine for the bench itself). */
+async function operationCursorAt(db: Seeded, visibleTo: string | null, depth: number) {
+  const { rows } = await db.client.query(
+    visibleTo === null
+      ? 'select created_at, node_key from kubun_connector_operation order by created_at desc, node_key desc offset $1 limit 1'
+      : 'select created_at, node_key from kubun_connector_operation where caller_did = $2 or owner_did = $2 order by created_at desc, node_key desc offset $1 limit 1',
+    visibleTo === null ? [depth] : [depth, visibleTo],
+  );
+  return { createdAt: Number(rows[0].created_at), nodeKey: String(rows[0].node_key) };
+}
+
+/** Every measured statement at one table size: name → plan. */
+async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
+  const plans = new Map<string, Plan>();
+  const fakeFence = { key: { callerDID: 'did:key:zWorker', operationID: 'op-10' }, version: 99, leaseToken: 'nope' };
+  // Before ANALYZE: the statistics know no caller yet.
+  plans.set('key lookup, no statistics yet', await db.explain((s) => selectOperationRow(s, fakeFence.key), false));
+  plans.set('fenced write, no statistics yet', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {}), false));
+  await db.client.query('analyze');
+  plans.set('key lookup', await db.explain((s) => selectOperationRow(s, fakeFence.key)));
+  plans.set('fenced write', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {})));
+
+  const side = Math.floor(rows / 5);
+  for (const [label, visibleTo] of [['service', null], ['ordinary user', ORDINARY]] as const) {
+    // 90 % of the way down what the viewer sees (a service: 900 000 rows deep at 1 M, page 18 000).
+    const visible = visibleTo === null ? rows : Math.floor(rows / OWNERS);
+    const after = await operationCursorAt(db, visibleTo, Math.floor(visible * 0.9));
+    plans.set(`operations, ${label}, page 1`, await db.explain((s) => listOperations(s, { visibleTo, first: 50 })));
+    plans.set(`operations, ${label}, deep page`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, after })));
+    plans.set(`operations, ${label}, totalCount`, await db.explain((s) => countOperations(s, { visibleTo })));
+    plans.set(`operations, ${label}, states filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter: { states: ['dead'] } })));
+
+    const watchDepth = Math.floor((visibleTo === null ? side : side / OWNERS) * 0.9);
+    const { rows: [w] } = await db.client.query(
+      `select created_at, node_key from kubun_connector_projection_watch ${visibleTo === null ? '' : 'where owner_did = $2'} order by created_at desc, node_key desc offset $1 limit 1`,
+      visibleTo === null ? [watchDepth] : [watchDepth, visibleTo],
+    );
+    plans.set(`watches, ${label}, page 1`, await db.explain((s) => listWatches(s, { visibleTo, first: 50 })));
+    if (w !== undefined) {
+      plans.set(`watches, ${label}, deep page`, await db.explain((s) => listWatches(s, { visibleTo, first: 50, after: { createdAt: Number(w.created_at), nodeKey: w.node_key } })));
+    }
+    const { rows: [st] } = await db.client.query(
+      `select connector_name, owner_did from kubun_connector_sync_state ${visibleTo === null ? '' : 'where owner_did = $2'} order by connector_name, owner_did offset $1 limit 1`,
+      visibleTo === null ? [Math.floor(side * 0.9)] : [Math.floor((side / OWNERS) * 0.9), visibleTo],
+    );
+    plans.set(`sync states, ${label}, page 1`, await db.explain((s) => listSyncStates(s, { visibleTo, first: 50 })));
+    if (st !== undefined) {
+      plans.set(`sync states, ${label}, deep page`, await db.explain((s) => listSyncStates(s, { visibleTo, first: 50, after: { connectorName: st.connector_name, ownerDID: st.owner_did } })));
+    }
+  }
+  return plans;
+}
+
+/** Runs the benchmark and prints its markdown tables (or why it was skipped). */
 export async function runPlansBench(): Promise<void> {
-  const admin = adminURL() ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const client = new pg.Client({ connectionString: admin, connectionTimeoutMillis: 2_000 });
+  const admin = new pg.Client({ connectionString: adminURL(), connectionTimeoutMillis: 2_000 });
   try {
-    await client.connect();
+    await admin.connect();
   } catch {
     console.log('\nQuery plans skipped: no Postgres reachable (set PG_TEST_URL).');
     return;
   }
-  const name = `cs_plans_${randomBytes(4).toString('hex')}`;
-  await client.query(`create database ${name}`);
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  let database: OpenDatabase | undefined;
-  const db = new pg.Client({ connectionString: url.toString() });
   try {
-    const captured: { sql: string; parameters: readonly unknown[] }[] = [];
-    database = openDatabase({ dialect: 'postgres', connectionString: url.toString(), display: name }, {
-      log: (event) => {
-        if (event.level === 'query') captured.push({ sql: event.query.sql, parameters: event.query.parameters });
-      },
-    });
-    await migrateToLatest(database.db, 'postgres');
-    await db.connect();
-    const started = Date.now();
-    // Owner i % 1000; the caller is the owner for 9 rows in 10, a worker otherwise.
-    await db.query(
-      `insert into kubun_connector_operation
-         (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
-          payload_hash, reissue_intent, state, attempts, version, created_at, updated_at)
-       select case when i % 10 = 0 then 'did:key:zWorker' else 'did:key:zOwner' || (i % ${OWNERS}) end, 'op-' || i, md5(i::text),
-              'did:key:zOwner' || (i % ${OWNERS}), 'google', 'calendar.event', 'create', 'a', 't', 'e-' || i, 'h-' || i, 'none',
-              (array['attempted','reconcile_only','committed','dead'])[1 + i % 4], 1, 0, 1700000000000 + i, 1700000000000 + i
-       from generate_series(1, ${ROWS}) as i`,
-    );
-    await db.query('analyze kubun_connector_operation');
-    const seededSeconds = (Date.now() - started) / 1_000;
-
-    const store = createStoreContext(database.db, 'postgres');
-    const viewers: [string, string | null][] = [
-      ['service', null],
-      ['ordinary user', 'did:key:zOwner7'],
-    ];
-    console.log(`\n### Listing plans at ${ROWS.toLocaleString('en')} operations (seeded in ${seededSeconds.toFixed(0)} s)\n`);
-    console.log('| viewer | page | execution ms | seq scan on operations |');
-    console.log('|---|---|--:|---|');
-    for (const [label, visibleTo] of viewers) {
-      // Walk to a cursor about DEPTH rows down the viewer's newest-first order.
-      const deep = await listOperations(store, { visibleTo, first: 100 });
-      let after = operationCursor(deep.operations.at(-1)!);
-      const stride = visibleTo === null ? DEPTH : Math.floor(DEPTH / OWNERS);
-      const [row] = (
-        await db.query(
-          visibleTo === null
-            ? 'select created_at, node_key from kubun_connector_operation order by created_at desc, node_key desc offset $1 limit 1'
-            : 'select created_at, node_key from kubun_connector_operation where caller_did = $2 or owner_did = $2 order by created_at desc, node_key desc offset $1 limit 1',
-          visibleTo === null ? [stride] : [stride, visibleTo],
-        )
-      ).rows as { created_at: number; node_key: string }[];
-      if (row !== undefined) after = { createdAt: Number(row.created_at), nodeKey: row.node_key };
-      const times: number[] = [];
-      for (const [page, cursor] of [['first', undefined], [`~${stride.toLocaleString('en')} rows deep`, after]] as const) {
-        captured.length = 0;
-        await listOperations(store, { visibleTo, first: 50, ...(cursor !== undefined && { after: cursor }) });
-        const query = captured.at(-1)!;
-        const plan = (await db.query(`explain (analyze, buffers) ${query.sql}`, query.parameters as unknown[])).rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN']);
-        const ms = Number(/Execution Time: ([\d.]+) ms/.exec(plan.join('\n'))?.[1] ?? Number.NaN);
-        times.push(ms);
-        const seq = plan.some((line) => /Seq Scan on kubun_connector_operation/.test(line));
-        console.log(`| ${label} | ${page} | ${ms.toFixed(2)} | ${seq ? '**yes**' : 'no'} |`);
+    const results: { rows: number; seconds: number; plans: Map<string, Plan> }[] = [];
+    for (const rows of [SMALL, ROWS]) {
+      const db = await seeded(admin, rows);
+      try {
+        results.push({ rows, seconds: db.seconds, plans: await measure(db, rows) });
+      } finally {
+        await db.drop();
       }
-      console.log(`| ${label} | deep / first | ${(times[1]! / times[0]!).toFixed(2)}× | |`);
+    }
+    const [small, large] = results as [(typeof results)[0], (typeof results)[0]];
+    const fmt = (n: number) => n.toLocaleString('en');
+    console.log(`\n### Plans at ${fmt(small.rows)} and ${fmt(large.rows)} operations (${fmt(Math.floor(large.rows / 5))} watches and sync states; seeded by SQL in ${large.seconds.toFixed(0)} s)\n`);
+    console.log(`| statement | ms at ${fmt(small.rows)} | ms at ${fmt(large.rows)} | ${fmt(large.rows)} ÷ ${fmt(small.rows)} | seq scan | indexes |`);
+    console.log('|---|--:|--:|--:|---|---|');
+    for (const [name, plan] of large.plans) {
+      const base = small.plans.get(name);
+      const ratio = base !== undefined && Number.isFinite(plan.ms) ? (plan.ms / base.ms).toFixed(2) : '';
+      const ms = (p: Plan | undefined) => (p === undefined || !Number.isFinite(p.ms) ? '(plan only)' : p.ms.toFixed(3));
+      console.log(`| ${name} | ${ms(base)} | ${ms(plan)} | ${ratio} | ${plan.seqScan || base?.seqScan ? '**yes**' : 'no'} | ${plan.indexes.join(', ')} |`);
+    }
+    console.log(`\n| at ${fmt(large.rows)} | ratio |\n|---|--:|`);
+    for (const who of ['service', 'ordinary user']) {
+      const page = large.plans.get(`operations, ${who}, page 1`)!.ms;
+      console.log(`| operations, ${who}: deep page ÷ page 1 | ${(large.plans.get(`operations, ${who}, deep page`)!.ms / page).toFixed(2)} |`);
+      console.log(`| operations, ${who}: totalCount ÷ page 1 | ${(large.plans.get(`operations, ${who}, totalCount`)!.ms / page).toFixed(2)} |`);
     }
   } finally {
-    await db.end().catch(() => {});
-    await database?.close();
-    await client.query(`drop database if exists ${name} with (force)`);
-    await client.end();
+    await admin.end();
   }
 }
 

@@ -86,6 +86,17 @@ export interface OperationCountTable {
   n: number;
 }
 
+/** {@link OperationCountTable} without caller and owner (migration 0004): a service's counts over everyone; 32 shards. */
+export interface OperationTotalTable {
+  connector_name: string;
+  model: string;
+  state: string;
+  last_kind: string;
+  defer_reason: string;
+  shard: number;
+  n: number;
+}
+
 export interface ProjectionWatchTable {
   owner_did: string;
   connector_name: string;
@@ -185,6 +196,7 @@ export interface Database {
   kubun_connector_pending_auth: PendingAuthTable;
   kubun_connector_operation: OperationTable;
   kubun_connector_operation_count: OperationCountTable;
+  kubun_connector_operation_total: OperationTotalTable;
   kubun_connector_projection_watch: ProjectionWatchTable;
   kubun_connector_observation_records: ObservationRecordsTable;
   kubun_connector_observation_repair: ObservationRepairTable;

@@ -48,9 +48,28 @@ async function counters(store: StoreContext): Promise<string[]> {
     .sort();
 }
 
+/** The totals table summed over shards, against the operations table without caller and owner. */
+async function totalsMatch(store: StoreContext): Promise<[string[], string[]]> {
+  const dims = ['connector_name', 'model', 'state'] as const;
+  const table = await store.db
+    .selectFrom('kubun_connector_operation')
+    .select([...dims, sql<string>`coalesce(last_kind, '')`.as('last_kind'), sql<string>`coalesce(defer_reason, '')`.as('defer_reason'), (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy([...dims, 'last_kind', 'defer_reason'])
+    .execute();
+  const totals = await store.db
+    .selectFrom('kubun_connector_operation_total')
+    .select([...dims, 'last_kind', 'defer_reason', (eb) => eb.fn.sum<number>('n').as('n')])
+    .groupBy([...dims, 'last_kind', 'defer_reason'])
+    .execute();
+  const show = (rows: typeof table) => rows.filter((r) => Number(r.n) !== 0).map((r) => JSON.stringify([r.connector_name, r.model, r.state, r.last_kind, r.defer_reason, Number(r.n)])).sort();
+  return [show(totals), show(table)];
+}
+
 describeEachDialect('operations: counts', (suite) => {
   async function expectCountersExact(): Promise<void> {
     expect(await counters(suite.store)).toEqual(await truth(suite.store));
+    const [totals, table] = await totalsMatch(suite.store);
+    expect(totals).toEqual(table);
   }
 
   it('the counters follow every write path: claim, attempt, outcome, deferral, commit, direct updates, retention, document sweep', async () => {
@@ -90,6 +109,7 @@ describeEachDialect('operations: counts', (suite) => {
     await expectCountersExact();
     await suite.store.db.deleteFrom('kubun_connector_operation').execute();
     expect(await counters(suite.store)).toEqual([]);
+    expect((await totalsMatch(suite.store))[0]).toEqual([]);
     expect(await countOperations(suite.store, { visibleTo: null })).toEqual({ count: 0, capped: false });
   });
 
@@ -103,10 +123,10 @@ describeEachDialect('operations: counts', (suite) => {
       await countOperations(store, { visibleTo: 'did:key:zSomeone', filter: { states: ['attempted'], connectorName: 'google' } });
       await countOperationsByState(store, { visibleTo: null });
       expect(statements).toHaveLength(2);
-      for (const text of statements) {
-        expect(text).toContain('"kubun_connector_operation_count"');
-        expect(text).not.toMatch(/"kubun_connector_operation"(?!_)/);
-      }
+      // A viewer's counts read the viewer counters; a service's over everyone read the totals.
+      expect(statements[0]).toContain('"kubun_connector_operation_count"');
+      expect(statements[1]).toContain('"kubun_connector_operation_total"');
+      for (const text of statements) expect(text).not.toMatch(/"kubun_connector_operation"(?!_)/);
       statements.length = 0;
       expect(await countOperations(store, { visibleTo: null, filter: { documentID: 'doc-x' } })).toEqual({ count: 0, capped: false });
       expect(statements[0]).toMatch(/limit/i);

@@ -13,6 +13,8 @@ import { OPERATION_TABLE } from './row.js';
 import { OPERATION_STATES, type ConnectorOperationState } from './types.js';
 
 const COUNT_TABLE = 'kubun_connector_operation_count';
+/** Counters without caller and owner: what a service's counts read when no owner is involved. */
+const TOTAL_TABLE = 'kubun_connector_operation_total';
 
 /** A column operations can be grouped by when counted. */
 export type OperationCountDimension = 'state' | 'connectorName' | 'ownerDID' | 'lastKind' | 'deferReason';
@@ -77,8 +79,9 @@ export async function countOperationGroups(
   const columns = dimensions.map((dimension) => COLUMN_OF[dimension]);
 
   if (servedByCounters(scope.filter)) {
-    let query = store.db.selectFrom(COUNT_TABLE).select((eb) => eb.fn.sum<number | string>('n').as('count'));
     const viewer = scope.visibleTo;
+    const everyone = viewer === null && scope.filter?.ownerDID === undefined && !dimensions.includes('ownerDID');
+    let query = store.db.selectFrom(everyone ? TOTAL_TABLE : COUNT_TABLE).select((eb) => eb.fn.sum<number | string>('n').as('count')) as CounterQuery;
     if (viewer !== null) query = query.where((eb) => eb.or([eb('caller_did', '=', viewer), eb('owner_did', '=', viewer)]));
     query = countedFilter(query, scope.filter);
     for (const column of columns) query = query.select(column).groupBy(column);
@@ -103,6 +106,8 @@ export async function countOperationGroups(
   const total = rows.reduce((sum, row) => sum + Number(row.count), 0);
   return { groups: toGroups(rows, dimensions, null), capped: total > COUNT_CAP };
 }
+
+type CounterQuery = SelectQueryBuilder<Database, typeof COUNT_TABLE, { count: number | string }>;
 
 function countedFilter<Q>(query: Q, filter: OperationFilter | undefined): Q {
   let q = query as unknown as SelectQueryBuilder<Database, typeof COUNT_TABLE, any>;

@@ -38,12 +38,8 @@ export async function listSyncStates(store: StoreContext, options: ListSyncState
   requireNonNegativeInteger('first', first);
   let query = scoped(store, options);
   if (after != null) {
-    query = query.where((eb) =>
-      eb.or([
-        eb('connector_name', '>', after.connectorName),
-        eb.and([eb('connector_name', '=', after.connectorName), eb('owner_did', '>', after.ownerDID)]),
-      ]),
-    );
+    // A row-value comparison: the primary key (connector_name, owner_did) serves it as a range.
+    query = query.where((eb) => eb(eb.refTuple('connector_name', 'owner_did'), '>', eb.tuple(after.connectorName, after.ownerDID)));
   }
   const rows = await query
     .selectAll()
