@@ -9,6 +9,7 @@ import { initialMigration } from './0001-initial.js';
 import { sweepReceiptNodeKeyMigration } from './0002-sweep-receipt-node-key.js';
 import { operationFinalizedLeaseMigration } from './0003-operation-finalized-lease.js';
 import { operationCountsMigration } from './0004-operation-counts.js';
+import { operationHistoryMigration } from './0005-operation-history.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -19,5 +20,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0002-sweep-receipt-node-key': sweepReceiptNodeKeyMigration(types),
     '0003-operation-finalized-lease': operationFinalizedLeaseMigration(types),
     '0004-operation-counts': operationCountsMigration(types),
+    '0005-operation-history': operationHistoryMigration(types),
   };
 }

@@ -8,7 +8,9 @@ import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
 import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from './context.js';
-import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { createdAtCursor, forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import { announce, announceAll } from './changes.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
@@ -161,6 +163,7 @@ export interface RecordOperationAttemptArgs extends FenceArgs {
   lastHTTPStatus?: number | null;
   providerEtag?: string | null;
   retryAfterMs?: number | null;
+  message?: string | null;
 }
 
 /** `recordOperationAttempt`: how the attempt ended; reschedules, reconciles, defers or gives up. */
@@ -172,8 +175,65 @@ export function recordOperationAttempt(operation: ConnectorOperation | null, inp
       ...(input.lastHTTPStatus != null && { lastHTTPStatus: input.lastHTTPStatus }),
       ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
       ...(input.retryAfterMs != null && { retryAfterMs: input.retryAfterMs }),
+      ...(input.message != null && { message: input.message }),
     }),
   }));
+}
+
+/** One entry of `ConnectorOperation.attemptHistory`. */
+export type OperationAttempt = operations.OperationAttempt & { committed: boolean };
+
+/** The key of one `attemptHistory` page request (the loader's key). */
+interface AttemptHistoryKey {
+  operation: ConnectorOperation;
+  first: number;
+  before?: number;
+}
+
+const historyLoaders = createContextCache((ctx: GraphQLContext) => ({
+  pages: new DataLoader((keys: readonly AttemptHistoryKey[]) => loadAttemptHistories(keys, ctx), {
+    cacheKeyFn: (key) => JSON.stringify([key.operation.nodeKey, key.first, key.before ?? null]),
+    maxBatchSize: 500,
+  }),
+}));
+
+function checkHistoryCursor(parsed: unknown): { seq: number } | null {
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const { seq } = parsed as Record<string, unknown>;
+  return typeof seq === 'number' && Number.isSafeInteger(seq) && seq > 0 ? { seq } : null;
+}
+
+/** `ConnectorOperation.attemptHistory`: its attempts, newest first, forward pages; every operation of a request level in one statement. */
+export async function attemptHistory(operation: ConnectorOperation, args: ConnectionArgs, ctx: GraphQLContext) {
+  const request = forwardPageRequest(args, checkHistoryCursor);
+  const page = await historyLoaders(ctx).pages.load({ operation, first: request.first, ...(request.after !== undefined && { before: request.after.seq }) });
+  return {
+    ...toConnection(request, { items: page.attempts, hasMore: page.hasMore }, (attempt) => ({ seq: attempt.seq })),
+    totalCount: () => operations.countAttemptHistory(ctx.store, { callerDID: operation.callerDID, operationID: operation.operationID }),
+  };
+}
+
+/**
+ * Batch loader of `attemptHistory` pages. The newest attempt of a committed
+ * operation shows as ended by the commit: finalize writes no history row
+ * (it stays at its six statements), so the commit time is the operation's.
+ */
+async function loadAttemptHistories(keys: readonly AttemptHistoryKey[], ctx: GraphQLContext) {
+  const pages = await operations.getAttemptHistories(
+    ctx.store,
+    keys.map((key) => ({ key: { callerDID: key.operation.callerDID, operationID: key.operation.operationID }, first: key.first, ...(key.before !== undefined && { before: key.before }) })),
+  );
+  return pages.map((page, i) => {
+    const operation = keys[i]!.operation;
+    const newest = Math.max(0, ...page.attempts.map((a) => a.seq));
+    return {
+      hasMore: page.hasMore,
+      attempts: page.attempts.map((attempt): OperationAttempt => {
+        const committedHere = operation.state === 'committed' && attempt.seq === newest && keys[i]!.before === undefined && attempt.endedAt === null;
+        return committedHere ? { ...attempt, endedAt: operation.updatedAt, committed: true } : { ...attempt, committed: false };
+      }),
+    };
+  });
 }
 
 /** `recordReconcileResult`: whether a reconcile-only write landed at the provider. */

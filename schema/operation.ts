@@ -81,12 +81,52 @@ export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
     sendMarkerSet: t.exposeBoolean('sendMarkerSet', { description: 'Whether the current attempt marked a provider request as sent (the marker itself is secret).' }),
     lastKind: t.expose('lastKind', { type: OperationOutcomeKind, nullable: true }),
     lastHTTPStatus: t.exposeInt('lastHTTPStatus', { nullable: true }),
+    lastError: t.exposeString('lastError', {
+      nullable: true,
+      description:
+        'The message the client recorded with the latest outcome (`recordOperationAttempt.message`), at most 2 000 characters, secrets replaced by `[redacted]`. Null when none was given, and once committed.',
+    }),
     version: t.exposeInt('version', { description: 'Lease epoch: advances only when a lease is acquired or taken over.' }),
     leaseExpiresAt: t.expose('leaseExpiresAt', { type: 'DateTime', nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
   }),
 });
+
+const OperationAttempt = builder.objectRef<resolve.OperationAttempt>('OperationAttempt').implement({
+  description: 'One attempt of an operation: opened by `startOperationAttempt`, stamped by `markOperationSent`, closed by `recordOperationAttempt` (or by the commit).',
+  fields: (t) => ({
+    seq: t.exposeInt('seq', { description: 'Position in the operation’s history, from 1; newer attempts have higher numbers.' }),
+    attempt: t.exposeInt('attempt', {
+      description: 'The operation’s attempt counter when it started (an attempt given back by an OFFLINE or AUTH deferral repeats its number).',
+    }),
+    startedAt: t.expose('startedAt', { type: 'DateTime' }),
+    sentAt: t.expose('sentAt', { type: 'DateTime', nullable: true, description: 'When the holder marked the provider request sent; null if it never did.' }),
+    endedAt: t.expose('endedAt', { type: 'DateTime', nullable: true, description: 'When its outcome was recorded (or it committed); null while open.' }),
+    outcome: t.expose('outcome', { type: OperationOutcomeKind, nullable: true, description: 'The recorded outcome; null while open and when it committed.' }),
+    committed: t.exposeBoolean('committed', { description: 'True for the attempt that committed the operation.' }),
+    httpStatus: t.exposeInt('httpStatus', { nullable: true, description: 'The provider’s HTTP status, as recorded.' }),
+    retryAfterMs: t.exposeInt('retryAfterMs', { nullable: true, description: 'The provider’s retry-after, in ms, as recorded.' }),
+    deferReason: t.expose('deferReason', { type: DeferReason, nullable: true, description: 'OFFLINE or AUTH when the outcome deferred the operation.' }),
+    message: t.exposeString('message', {
+      nullable: true,
+      description: 'What went wrong, as the client recorded it: at most 2 000 characters, lease token, send marker and bearer tokens replaced by `[redacted]`.',
+    }),
+  }),
+});
+
+builder.objectField(ConnectorOperation, 'attemptHistory', (t) =>
+  t.connection(
+    {
+      type: OperationAttempt,
+      complexity: connectionComplexity,
+      description: 'The operation’s attempts, newest first (loaded for every operation of a page in one statement).',
+      resolve: (op, args, ctx) => resolve.attemptHistory(op, args, ctx),
+    },
+    { name: 'OperationAttemptConnection' },
+    { name: 'OperationAttemptEdge' },
+  ),
+);
 
 builder.objectField(ConnectorOperation, 'watch', (t) =>
   t.loadable({
@@ -247,6 +287,12 @@ const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInp
     lastHTTPStatus: t.int({ required: false, validate: z.number().int().min(100).max(599).optional().nullable() }),
     providerEtag: t.string({ required: false, validate: textInput.optional().nullable() }),
     retryAfterMs: t.int({ required: false, validate: z.number().int().min(0).max(7 * 86_400_000).optional().nullable() }),
+    message: t.string({
+      required: false,
+      validate: z.string().max(20_000, 'must be at most 20000 characters').optional().nullable(),
+      description:
+        'What went wrong (e.g. the provider’s error text). Kept on the attempt and as `lastError`: cut to 2 000 characters, lease token, send marker and anything shaped like a bearer token or JWT replaced by `[redacted]`.',
+    }),
   }),
 });
 const RecordReconcileResultInput = builder.inputType('RecordReconcileResultInput', {

@@ -65,6 +65,8 @@ export interface OperationTable {
   lease_expires_at: number | null;
   /** SHA-256 (base64url) of the lease token that finalized the operation (migration 0003): recognises a replayed finalize. */
   finalized_lease_digest: Generated<string | null>;
+  /** The message of the latest recorded outcome (migration 0005), bounded and redacted; null when none or after a commit. */
+  last_error: Generated<string | null>;
   created_at: number;
   updated_at: number;
 }
@@ -95,6 +97,27 @@ export interface OperationTotalTable {
   defer_reason: string;
   shard: number;
   n: number;
+}
+
+/** One attempt of an operation (migration 0005), newest has the highest `seq`. */
+export interface OperationHistoryTable {
+  caller_did: string;
+  operation_id: string;
+  seq: number;
+  /** 'attempt' (more kinds, operator actions, come later). */
+  kind: string;
+  /** The operation's attempt counter when this attempt started. */
+  attempt: number;
+  started_at: number;
+  sent_at: number | null;
+  ended_at: number | null;
+  /** The recorded outcome kind; null while the attempt is open. */
+  outcome: string | null;
+  http_status: number | null;
+  retry_after_ms: number | null;
+  defer_reason: string | null;
+  message: string | null;
+  actor_did: string | null;
 }
 
 export interface ProjectionWatchTable {
@@ -197,6 +220,7 @@ export interface Database {
   kubun_connector_operation: OperationTable;
   kubun_connector_operation_count: OperationCountTable;
   kubun_connector_operation_total: OperationTotalTable;
+  kubun_connector_operation_history: OperationHistoryTable;
   kubun_connector_projection_watch: ProjectionWatchTable;
   kubun_connector_observation_records: ObservationRecordsTable;
   kubun_connector_observation_repair: ObservationRepairTable;
@@ -209,6 +233,7 @@ export interface Database {
 export type SyncStateRow = Selectable<SyncStateTable>;
 export type PendingAuthRow = Selectable<PendingAuthTable>;
 export type OperationRow = Selectable<OperationTable>;
+export type OperationHistoryRow = Selectable<OperationHistoryTable>;
 export type NewOperationRow = Insertable<OperationTable>;
 export type OperationUpdate = Updateable<OperationTable>;
 export type ProjectionWatchRow = Selectable<ProjectionWatchTable>;

@@ -9,6 +9,7 @@ const TABLES = [
   'kubun_connector_observation_repair',
   'kubun_connector_operation',
   'kubun_connector_operation_count',
+  'kubun_connector_operation_history',
   'kubun_connector_operation_total',
   'kubun_connector_pending_auth',
   'kubun_connector_projection_watch',
@@ -23,6 +24,7 @@ const PRIMARY_KEYS: Record<string, string[]> = {
   kubun_connector_pending_auth: ['state'],
   kubun_connector_operation: ['caller_did', 'operation_id'],
   kubun_connector_operation_count: ['caller_did', 'owner_did', 'connector_name', 'model', 'state', 'last_kind', 'defer_reason', 'shard'],
+  kubun_connector_operation_history: ['caller_did', 'operation_id', 'seq'],
   kubun_connector_operation_total: ['connector_name', 'model', 'state', 'last_kind', 'defer_reason', 'shard'],
   kubun_connector_projection_watch: ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'],
   kubun_connector_observation_records: ['type', 'owner', 'id', 'op_hash'],
@@ -54,7 +56,7 @@ const INDEXES = [
   'idx_connector_sweep_receipt_owner_created',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history'];
 
 interface Introspected {
   tables: string[];

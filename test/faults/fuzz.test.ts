@@ -19,6 +19,7 @@ const TABLES: (keyof Database)[] = [
   'kubun_connector_operation',
   'kubun_connector_operation_count',
   'kubun_connector_operation_total',
+  'kubun_connector_operation_history',
   'kubun_connector_projection_watch',
   'kubun_connector_sync_state',
   'kubun_connector_pending_auth',

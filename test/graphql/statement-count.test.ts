@@ -170,6 +170,16 @@ describeGraphQL('graphql statement count', (suite) => {
     expect(edges.every((e) => e.node.candidates.edges.length === 2 && e.node.candidateCounts[0]!.count === 3)).toBe(true);
   });
 
+  it.each(['alice', 'worker'] as const)('attemptHistory of 1 or 100 operations costs one statement for the histories (%s)', async (as) => {
+    const query = `query($first: Int!) { operations(first: $first) { edges { node { id lastError attemptHistory(first: 3) { edges { node { seq outcome } } } } } } }`;
+    const one = await measure(query, { first: 1 }, as);
+    const hundred = await measure(query, { first: 100 }, as);
+    // The page and one windowed history read.
+    expect(one.count).toBe(2);
+    expect(hundred.count).toBe(one.count);
+    expect((hundred.data.operations as { edges: unknown[] }).edges).toHaveLength(100);
+  });
+
   it('finalizeOperation reads the operation once and does not read it again after the commit', async () => {
     const claimed = await seedClaim(suite);
     const finalize = `mutation($input: FinalizeOperationInput!) {

@@ -54,6 +54,7 @@ describeEachDialect('operations: claim', (suite) => {
         sendMarkerSet: false,
         lastKind: null,
         lastHTTPStatus: null,
+        lastError: null,
         version: 0,
         incarnation: expect.any(String),
         leaseExpiresAt: now + LEASE_MS,

@@ -95,6 +95,7 @@ export async function finalizeOperationAndArmWatch(
         lease_token: null,
         lease_expires_at: null,
         finalized_lease_digest: leaseDigest(input.leaseToken),
+        last_error: null,
       })
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)

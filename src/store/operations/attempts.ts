@@ -1,6 +1,8 @@
 /** A holder's attempts at the provider write: start, mark sent, record the outcome (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
-import type { StoreContext } from '../context.js';
+import { inTransaction, type StoreContext } from '../context.js';
+import { InvalidInputError } from '../errors.js';
+import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage } from './history.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, fencedUpdate, type FenceRule } from './fence.js';
 import { rowToOperation } from './row.js';
@@ -21,14 +23,17 @@ const RECORD: FenceRule = { action: 'record an attempt outcome', states: LIVE_OP
 export async function startOperationAttempt(store: StoreContext, input: OperationFence): Promise<ConnectorOperation> {
   requireFence(input);
   const now = store.now();
-  const row = await fencedUpdate(store, input, START, now, (eb) => ({
-    attempts: eb('attempts', '+', 1),
-    send_marker: null,
-    last_kind: null,
-    last_http_status: null,
-    updated_at: now,
-  }));
-  return rowToOperation(row);
+  return inTransaction(store, async (tx) => {
+    const row = await fencedUpdate(tx, input, START, now, (eb) => ({
+      attempts: eb('attempts', '+', 1),
+      send_marker: null,
+      last_kind: null,
+      last_http_status: null,
+      updated_at: now,
+    }));
+    await openAttempt(tx, input.key, Number(row.attempts), now);
+    return rowToOperation(row);
+  });
 }
 
 /**
@@ -40,8 +45,11 @@ export async function markOperationSent(store: StoreContext, input: OperationFen
   requireFence(input);
   requireNonEmptyString('sendMarker', input.sendMarker);
   const now = store.now();
-  const row = await fencedUpdate(store, input, MARK_SENT, now, () => ({ send_marker: input.sendMarker, updated_at: now }));
-  return rowToOperation(row);
+  return inTransaction(store, async (tx) => {
+    const row = await fencedUpdate(tx, input, MARK_SENT, now, () => ({ send_marker: input.sendMarker, updated_at: now }));
+    await markAttemptSent(tx, input.key, now);
+    return rowToOperation(row);
+  });
 }
 
 /** How an attempt (or a reconcile query) ended short of success. */
@@ -53,6 +61,13 @@ export interface RecordOperationOutcomeInput extends OperationFence {
   providerEtag?: string | null;
   /** The provider's retry-after, in ms; wins over a shorter backoff. */
   retryAfterMs?: number;
+  /**
+   * What went wrong, in the client's words (e.g. the provider's error). Kept
+   * on the attempt and as the operation's `lastError`, at most 2 000
+   * characters, with the lease token, the send marker and anything shaped like
+   * a bearer token or JWT replaced by `[redacted]`. Omitted: none.
+   */
+  message?: string | null;
 }
 
 /**
@@ -80,27 +95,48 @@ export async function recordOperationOutcome(
   if (input.lastHTTPStatus !== undefined && input.lastHTTPStatus !== null) requireNonNegativeInteger('lastHTTPStatus', input.lastHTTPStatus);
   if (input.retryAfterMs !== undefined) requireNonNegativeInteger('retryAfterMs', input.retryAfterMs);
   const resolved = resolveRetryPolicy(policy);
+  if (input.message != null && typeof input.message !== 'string') throw new InvalidInputError('message', 'must be a string');
   const now = store.now();
-  const row = await fencedComputedUpdate(store, input, RECORD, now, (current) => {
-    const next = reschedule(current, input, resolved, now);
-    return {
-      set: () => ({
-        ...next,
-        last_kind: input.kind,
-        last_http_status: input.lastHTTPStatus ?? null,
-        ...(input.providerEtag !== undefined ? { provider_etag: input.providerEtag } : {}),
-        updated_at: now,
-      }),
-      // The values the schedule was computed from.
-      guard: (eb) =>
-        eb.and([
-          eb('state', '=', current.state),
-          eb('attempts', '=', Number(current.attempts)),
-          current.last_kind === null ? eb('last_kind', 'is', null) : eb('last_kind', '=', current.last_kind),
-        ]),
-    };
+  return inTransaction(store, async (tx) => {
+    let message: string | null = null;
+    let attemptBefore = 0;
+    const row = await fencedComputedUpdate(tx, input, RECORD, now, (current) => {
+      const next = reschedule(current, input, resolved, now);
+      message = redactAttemptMessage(input.message, [input.leaseToken, current.send_marker]);
+      attemptBefore = Number(current.attempts);
+      return {
+        set: () => ({
+          ...next,
+          last_error: message,
+          last_kind: input.kind,
+          last_http_status: input.lastHTTPStatus ?? null,
+          ...(input.providerEtag !== undefined ? { provider_etag: input.providerEtag } : {}),
+          updated_at: now,
+        }),
+        // The values the schedule was computed from.
+        guard: (eb) =>
+          eb.and([
+            eb('state', '=', current.state),
+            eb('attempts', '=', Number(current.attempts)),
+            current.last_kind === null ? eb('last_kind', 'is', null) : eb('last_kind', '=', current.last_kind),
+          ]),
+      };
+    });
+    await closeAttempt(
+      tx,
+      input.key,
+      {
+        outcome: input.kind,
+        httpStatus: input.lastHTTPStatus ?? null,
+        retryAfterMs: input.retryAfterMs ?? null,
+        deferReason: input.kind === 'offline' || input.kind === 'auth' ? input.kind : null,
+        message,
+        attempt: attemptBefore,
+      },
+      now,
+    );
+    return rowToOperation(row);
   });
-  return rowToOperation(row);
 }
 
 interface Schedule {

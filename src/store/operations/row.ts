@@ -40,6 +40,7 @@ export function rowToOperation(row: OperationRow): ConnectorOperation {
     sendMarkerSet: row.send_marker !== null,
     lastKind: row.last_kind as OperationOutcomeKind | null,
     lastHTTPStatus: row.last_http_status === null ? null : Number(row.last_http_status),
+    lastError: row.last_error ?? null,
     version: Number(row.version),
     incarnation: row.incarnation,
     leaseExpiresAt: row.lease_expires_at === null ? null : Number(row.lease_expires_at),

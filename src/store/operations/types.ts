@@ -79,6 +79,8 @@ export interface ConnectorOperation {
   /** Outcome kind of the last recorded attempt; `null` while an attempt is open or before the first. */
   lastKind: OperationOutcomeKind | null;
   lastHTTPStatus: number | null;
+  /** The message of the latest recorded outcome (bounded, redacted); `null` when none was given, and once committed. */
+  lastError: string | null;
   /** Lease epoch: advances only when a lease is acquired or taken over. */
   version: number;
   incarnation: string | null;

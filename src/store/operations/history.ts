@@ -1,0 +1,196 @@
+/**
+ * Attempt history (migration 0005): one row per attempt, written in the
+ * transaction of the holder write it records. Start opens a row, mark-sent
+ * stamps it, the recorded outcome closes it with the outcome's kind, HTTP
+ * status, retry-after, defer reason and message. Messages are bounded and
+ * never hold a secret: the lease token, the send marker and anything that
+ * looks like a bearer token or JWT are replaced before they are stored.
+ */
+import type { OperationHistoryRow } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { countUpTo, type BoundedCount } from '../count.js';
+import type { OperationDeferReason, OperationKey, OperationOutcomeKind } from './types.js';
+
+const HISTORY_TABLE = 'kubun_connector_operation_history';
+
+/** The longest message kept, in characters; longer ones are cut and end with '…'. */
+export const MAX_ATTEMPT_MESSAGE = 2_000;
+
+const REDACTED = '[redacted]';
+const BEARER = /\bBearer\s+[A-Za-z0-9._~+/-]+=*/gi;
+const JWT = /\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
+
+/** One attempt as the API shows it. */
+export interface OperationAttempt {
+  /** Position in the operation's history, from 1; newer attempts have higher numbers. */
+  seq: number;
+  /** The operation's attempt counter when it started (an attempt given back by a deferral repeats its number). */
+  attempt: number;
+  startedAt: number;
+  sentAt: number | null;
+  /** Null while the attempt is open. */
+  endedAt: number | null;
+  outcome: OperationOutcomeKind | null;
+  httpStatus: number | null;
+  retryAfterMs: number | null;
+  deferReason: OperationDeferReason | null;
+  message: string | null;
+}
+
+/**
+ * A client's message made safe to keep: every secret it names and anything
+ * shaped like a bearer token or JWT replaced, control characters other than
+ * newline and tab dropped, cut to {@link MAX_ATTEMPT_MESSAGE} characters.
+ * Empty after that → null.
+ */
+export function redactAttemptMessage(message: string | null | undefined, secrets: readonly (string | null | undefined)[]): string | null {
+  if (message === null || message === undefined) return null;
+  let text = message;
+  for (const secret of secrets) {
+    if (secret !== null && secret !== undefined && secret.length >= 4) text = text.split(secret).join(REDACTED);
+  }
+  text = text.replace(BEARER, `Bearer ${REDACTED}`).replace(JWT, REDACTED);
+  // eslint-disable-next-line no-control-regex
+  text = text.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '').trim();
+  const characters = [...text];
+  if (characters.length > MAX_ATTEMPT_MESSAGE) text = `${characters.slice(0, MAX_ATTEMPT_MESSAGE - 1).join('')}…`;
+  return text === '' ? null : text;
+}
+
+/** Opens the row of the attempt just started (inside the start's transaction). */
+export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: number, now: number): Promise<void> {
+  await tx.db
+    .insertInto(HISTORY_TABLE)
+    .columns(['caller_did', 'operation_id', 'seq', 'kind', 'attempt', 'started_at'])
+    .expression((eb) =>
+      eb
+        .selectFrom(HISTORY_TABLE)
+        .select([
+          eb.val(key.callerDID).as('caller_did'),
+          eb.val(key.operationID).as('operation_id'),
+          eb(eb.fn.coalesce(eb.fn.max('seq'), eb.lit(0)), '+', 1).as('seq'),
+          eb.val('attempt').as('kind'),
+          eb.val(attempt).as('attempt'),
+          eb.val(now).as('started_at'),
+        ])
+        .where('caller_did', '=', key.callerDID)
+        .where('operation_id', '=', key.operationID),
+    )
+    .execute();
+}
+
+/** The newest attempt's row, if it is still open. */
+function openRow(tx: StoreContext, key: OperationKey) {
+  return tx.db
+    .updateTable(HISTORY_TABLE)
+    .where('caller_did', '=', key.callerDID)
+    .where('operation_id', '=', key.operationID)
+    .where('ended_at', 'is', null)
+    .where('seq', '=', (eb) =>
+      eb.selectFrom(HISTORY_TABLE).select((e) => e.fn.max('seq').as('seq')).where('caller_did', '=', key.callerDID).where('operation_id', '=', key.operationID),
+    );
+}
+
+/** Stamps the open attempt as sent (inside mark-sent's transaction). */
+export async function markAttemptSent(tx: StoreContext, key: OperationKey, now: number): Promise<void> {
+  await openRow(tx, key).set({ sent_at: now }).execute();
+}
+
+/** What an outcome records about the attempt it closes. */
+export interface AttemptOutcome {
+  outcome: OperationOutcomeKind;
+  httpStatus: number | null;
+  retryAfterMs: number | null;
+  deferReason: string | null;
+  /** Already redacted ({@link redactAttemptMessage}). */
+  message: string | null;
+  /** The operation's attempt counter before the outcome, for a row the outcome has to open itself. */
+  attempt: number;
+}
+
+/**
+ * Closes the open attempt with its outcome (inside the outcome's
+ * transaction). An outcome with no open attempt (recorded twice, without a
+ * start, or by a reconcile query) is kept as a row of its own, started and
+ * ended at `now`.
+ */
+export async function closeAttempt(tx: StoreContext, key: OperationKey, outcome: AttemptOutcome, now: number): Promise<void> {
+  const values = {
+    ended_at: now,
+    outcome: outcome.outcome,
+    http_status: outcome.httpStatus,
+    retry_after_ms: outcome.retryAfterMs,
+    defer_reason: outcome.deferReason,
+    message: outcome.message,
+  };
+  const closed = await openRow(tx, key).set(values).executeTakeFirst();
+  if (Number(closed.numUpdatedRows) > 0) return;
+  await openAttempt(tx, key, outcome.attempt, now);
+  await openRow(tx, key).set(values).execute();
+}
+
+function rowToAttempt(row: OperationHistoryRow): OperationAttempt {
+  return {
+    seq: Number(row.seq),
+    attempt: Number(row.attempt),
+    startedAt: Number(row.started_at),
+    sentAt: row.sent_at === null ? null : Number(row.sent_at),
+    endedAt: row.ended_at === null ? null : Number(row.ended_at),
+    outcome: row.outcome as OperationOutcomeKind | null,
+    httpStatus: row.http_status === null ? null : Number(row.http_status),
+    retryAfterMs: row.retry_after_ms === null ? null : Number(row.retry_after_ms),
+    deferReason: row.defer_reason as OperationDeferReason | null,
+    message: row.message,
+  };
+}
+
+/** A page of one operation's history request: newest first, `first` rows, older than `before` (a seq) when given. */
+export interface AttemptHistoryRequest {
+  key: OperationKey;
+  first: number;
+  before?: number;
+}
+
+/**
+ * Pages of several operations' histories (the API's loader): one statement
+ * per distinct `before` (so every first page of a request level is one),
+ * each newest first, at most `first` + 1 rows per operation read (a window
+ * over the primary key), `hasMore` when more are older.
+ */
+export async function getAttemptHistories(
+  store: StoreContext,
+  requests: readonly AttemptHistoryRequest[],
+): Promise<{ attempts: OperationAttempt[]; hasMore: boolean }[]> {
+  // Requests that share a bound read together (one statement for every first page of a request level).
+  const groups = new Map<number | undefined, number[]>();
+  requests.forEach((request, index) => groups.set(request.before, [...(groups.get(request.before) ?? []), index]));
+  const results: { attempts: OperationAttempt[]; hasMore: boolean }[] = new Array(requests.length);
+  for (const [before, indexes] of groups) {
+    const group = indexes.map((index) => requests[index]!);
+    const keys = [...new Map(group.map((request) => [JSON.stringify([request.key.callerDID, request.key.operationID]), request.key])).values()];
+    const ranked = store.db
+      .selectFrom(HISTORY_TABLE)
+      .selectAll()
+      .select((eb) => eb.fn.agg<number>('row_number').over((over) => over.partitionBy(['caller_did', 'operation_id']).orderBy('seq', 'desc')).as('rank'))
+      .where((eb) => eb.or(keys.map((key) => eb.and([eb('caller_did', '=', key.callerDID), eb('operation_id', '=', key.operationID)]))))
+      .$if(before !== undefined, (query) => query.where('seq', '<', before!));
+    const largest = Math.max(...group.map((request) => request.first));
+    const rows = await store.db.selectFrom(ranked.as('ranked')).selectAll().where('rank', '<=', largest + 1).orderBy('seq', 'desc').execute();
+    const byKey = new Map<string, OperationHistoryRow[]>();
+    for (const row of rows) {
+      const key = JSON.stringify([row.caller_did, row.operation_id]);
+      byKey.set(key, [...(byKey.get(key) ?? []), row]);
+    }
+    for (const index of indexes) {
+      const request = requests[index]!;
+      const own = byKey.get(JSON.stringify([request.key.callerDID, request.key.operationID])) ?? [];
+      results[index] = { attempts: own.slice(0, request.first).map(rowToAttempt), hasMore: own.length > request.first };
+    }
+  }
+  return results;
+}
+
+/** How many history rows an operation has, up to the count cap. */
+export async function countAttemptHistory(store: StoreContext, key: OperationKey): Promise<BoundedCount> {
+  return countUpTo(store, store.db.selectFrom(HISTORY_TABLE).where('caller_did', '=', key.callerDID).where('operation_id', '=', key.operationID));
+}
