@@ -41,7 +41,7 @@ export function serverJobs(jobs: ServerConfig['jobs']): BackgroundJob[] {
     {
       name: 'retention',
       run: async (store) => {
-        const result = await runRetention(store, { idempotencyWindowMs: jobs.idempotencyWindowMs });
+        const result = await runRetention(store, { idempotencyWindowMs: jobs.idempotencyWindowMs, deadRetentionMs: jobs.deadRetentionMs });
         return { ...result };
       },
     },

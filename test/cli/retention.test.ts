@@ -31,7 +31,7 @@ it('deletes finished operations past the window, keeps live ones, and prints one
 
     const child = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/cli/index.ts'), 'retention'], {
       cwd: dir,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite:${path}`, IDEMPOTENCY_WINDOW_MS: '60000' },
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite:${path}`, IDEMPOTENCY_WINDOW_MS: '60000', DEAD_RETENTION_MS: '60000' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -1,12 +1,12 @@
 import { expect, it } from 'vitest';
-import { DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../../src/store/retention/index.js';
+import { DEFAULT_DEAD_RETENTION_MS, DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../../src/store/retention/index.js';
 import { runJobsOnce, serverJobs, startBackgroundJobs, type BackgroundJob } from '../../src/server/jobs.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { countRows, insertCandidateRow, insertOperationRow, insertPendingAuthRow, insertReceiptRow } from '../helpers/row-fixtures.js';
 import { captureLogs } from './log-capture.js';
 
 const HOUR = 60 * 60 * 1000;
-const jobConfig = { retentionIntervalMs: 60_000, idempotencyWindowMs: DEFAULT_IDEMPOTENCY_WINDOW_MS };
+const jobConfig = { retentionIntervalMs: 60_000, idempotencyWindowMs: DEFAULT_IDEMPOTENCY_WINDOW_MS, deadRetentionMs: DEFAULT_DEAD_RETENTION_MS };
 
 /** Waits until `done()` holds, polling; fails after `ms`. */
 async function waitFor(done: () => boolean, ms = 5_000): Promise<void> {
@@ -23,7 +23,7 @@ describeEachDialect('background jobs', (suite) => {
     const now = clock.now();
     const cutoff = now - DEFAULT_IDEMPOTENCY_WINDOW_MS;
     const oldCommitted = await insertOperationRow(store, { state: 'committed', updated_at: cutoff - 1 });
-    const oldDead = await insertOperationRow(store, { state: 'dead', updated_at: cutoff - HOUR });
+    const oldDead = await insertOperationRow(store, { state: 'dead', updated_at: now - DEFAULT_DEAD_RETENTION_MS - HOUR });
     const recentCommitted = await insertOperationRow(store, { state: 'committed', updated_at: now - HOUR });
     const oldLive = await insertOperationRow(store, { state: 'attempted', updated_at: cutoff - HOUR });
     const oldReconcile = await insertOperationRow(store, { state: 'reconcile_only', updated_at: cutoff - HOUR });

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/store/errors.js';
-import { DEFAULT_IDEMPOTENCY_WINDOW_MS, runRetention } from '../../src/store/retention/index.js';
+import { DEFAULT_DEAD_RETENTION_MS, DEFAULT_IDEMPOTENCY_WINDOW_MS, runRetention } from '../../src/store/retention/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import {
   countRows,
@@ -14,24 +14,43 @@ import {
 const HOUR = 60 * 60 * 1000;
 
 describeEachDialect('retention', (suite) => {
-  it('deletes finished operations older than the window; exactly at the window stays', async () => {
+  it('deletes committed operations older than the idempotency window; exactly at the window stays', async () => {
     const { store, clock } = suite;
     const now = clock.now();
     const cutoff = now - DEFAULT_IDEMPOTENCY_WINDOW_MS;
     const old = await insertOperationRow(store, { state: 'committed', updated_at: cutoff - 1 });
-    const oldDead = await insertOperationRow(store, { state: 'dead', updated_at: cutoff - HOUR });
     const boundary = await insertOperationRow(store, { state: 'committed', updated_at: cutoff });
     const fresh = await insertOperationRow(store, { state: 'dead', updated_at: now });
 
     const result = await runRetention(store);
-    expect(result).toEqual({ operations: 2, pendingAuthorizations: 0, sweepCandidates: 0, complete: true });
+    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, complete: true });
     const left = await store.db.selectFrom('kubun_connector_operation').select('operation_id').orderBy('operation_id').execute();
     expect(left.map((r) => r.operation_id).sort()).toEqual([boundary.operation_id, fresh.operation_id].sort());
     expect(left.map((r) => r.operation_id)).not.toContain(old.operation_id);
-    expect(left.map((r) => r.operation_id)).not.toContain(oldDead.operation_id);
 
     clock.advance(1);
     expect((await runRetention(store)).operations).toBe(1);
+  });
+
+  it('keeps dead operations, with their history, for the dead retention (7 days by default), apart from the idempotency window', async () => {
+    const { store, clock } = suite;
+    const now = clock.now();
+    const deadCutoff = now - DEFAULT_DEAD_RETENTION_MS;
+    const pastWindow = await insertOperationRow(store, { state: 'dead', updated_at: now - DEFAULT_IDEMPOTENCY_WINDOW_MS - HOUR });
+    const atBoundary = await insertOperationRow(store, { state: 'dead', updated_at: deadCutoff });
+    const old = await insertOperationRow(store, { state: 'dead', updated_at: deadCutoff - 1 });
+    await store.db
+      .insertInto('kubun_connector_operation_history')
+      .values([old, pastWindow].map((row) => ({ caller_did: row.caller_did, operation_id: row.operation_id, seq: 1, kind: 'attempt', attempt: 1, started_at: 0, outcome: 'fatal' })))
+      .execute();
+    expect(await runRetention(store)).toMatchObject({ operations: 1, deadOperations: 1 });
+    const left = (await store.db.selectFrom('kubun_connector_operation').select('operation_id').execute()).map((r) => r.operation_id).sort();
+    expect(left).toEqual([pastWindow.operation_id, atBoundary.operation_id].sort());
+    const history = await store.db.selectFrom('kubun_connector_operation_history').select('operation_id').execute();
+    expect(history.map((r) => r.operation_id)).toEqual([pastWindow.operation_id]);
+    // A shorter dead retention, as DEAD_RETENTION_MS sets it.
+    expect(await runRetention(store, { deadRetentionMs: HOUR })).toMatchObject({ operations: 2, deadOperations: 2 });
+    expect(await countRows(store, 'kubun_connector_operation_history')).toBe(0);
   });
 
   it('never deletes live operations, however old', async () => {
@@ -54,7 +73,7 @@ describeEachDialect('retention', (suite) => {
   it('deletes in batches until a batch comes back short, with right counts', async () => {
     const { store, clock } = suite;
     const old = clock.now() - DEFAULT_IDEMPOTENCY_WINDOW_MS - 1;
-    for (let i = 0; i < 5; i++) await insertOperationRow(store, { state: i % 2 === 0 ? 'committed' : 'dead', updated_at: old });
+    for (let i = 0; i < 5; i++) await insertOperationRow(store, { state: 'committed', updated_at: old });
     for (let i = 0; i < 5; i++) await insertPendingAuthRow(store, { expires_at: clock.now() - 1 - i });
     const receipt = await insertReceiptRow(store, { committed_at: clock.now() });
     for (let i = 0; i < 5; i++) {
@@ -62,7 +81,7 @@ describeEachDialect('retention', (suite) => {
     }
 
     const result = await runRetention(store, { batchSize: 2 });
-    expect(result).toEqual({ operations: 5, pendingAuthorizations: 5, sweepCandidates: 5, complete: true });
+    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, complete: true });
     expect(await countRows(store, 'kubun_connector_operation')).toBe(0);
     expect(await countRows(store, 'kubun_connector_pending_auth')).toBe(0);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(0);

@@ -18,6 +18,9 @@ import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.j
 /** Default idempotency window: a finished operation is kept this long after its last update. */
 export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
+/** Default dead-operation retention: a dead operation (and its attempt history) is kept a week after its last update, for operators. */
+export const DEFAULT_DEAD_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+
 /** Default rows per DELETE statement. */
 export const DEFAULT_RETENTION_BATCH_SIZE = 500;
 
@@ -29,6 +32,12 @@ export interface RetentionOptions {
    * operation. Default 24 h.
    */
   idempotencyWindowMs?: number;
+  /**
+   * How long a `dead` operation, with its attempt history, is kept after its
+   * `updated_at`: long enough for an operator to see why and retry it. Its
+   * key stays taken as long (a claim of it answers DEAD). Default 7 days.
+   */
+  deadRetentionMs?: number;
   /** Rows deleted per statement. Default 500. */
   batchSize?: number;
   /** At most this many batches per kind of row in one run. Default: until a batch comes back short. */
@@ -37,8 +46,10 @@ export interface RetentionOptions {
 
 /** Rows deleted by one {@link runRetention} run, per kind. */
 export interface RetentionResult {
-  /** Finished operations older than the idempotency window. */
+  /** Finished operations deleted: committed ones past the idempotency window plus dead ones past the dead retention. */
   operations: number;
+  /** Of those, dead ones. */
+  deadOperations: number;
   /** Pending authorizations with `expires_at < now`. */
   pendingAuthorizations: number;
   /** Terminal (`applied` / `kept` / `failed`) candidates of committed receipts. */
@@ -55,6 +66,8 @@ export interface RetentionResult {
  */
 export async function runRetention(store: StoreContext, options: RetentionOptions = {}): Promise<RetentionResult> {
   const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
+  const deadMs = options.deadRetentionMs ?? DEFAULT_DEAD_RETENTION_MS;
+  requireNonNegativeInteger('deadRetentionMs', deadMs);
   const batchSize = options.batchSize ?? DEFAULT_RETENTION_BATCH_SIZE;
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   requireNonNegativeInteger('idempotencyWindowMs', windowMs);
@@ -79,22 +92,27 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     }
   };
 
-  const operations = await drain(async () => {
-    const result = await store.db
-      .deleteFrom('kubun_connector_operation')
-      .where(({ eb, refTuple }) => {
-        let keys = store.db
-          .selectFrom('kubun_connector_operation')
-          .select(['caller_did', 'operation_id'])
-          .where('state', 'in', TERMINAL_OPERATION_STATES)
-          .where('updated_at', '<', operationCutoff)
-          .limit(batchSize);
-        if (postgres) keys = keys.forUpdate().skipLocked();
-        return eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id'));
-      })
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
-  });
+  // One state and cutoff per pass: each is a range of (state, updated_at) on its index.
+  const finished = (state: (typeof TERMINAL_OPERATION_STATES)[number], cutoff: number) =>
+    drain(async () => {
+      const result = await store.db
+        .deleteFrom('kubun_connector_operation')
+        .where(({ eb, refTuple }) => {
+          let keys = store.db
+            .selectFrom('kubun_connector_operation')
+            .select(['caller_did', 'operation_id'])
+            .where('state', '=', state)
+            .where('updated_at', '<', cutoff)
+            .limit(batchSize);
+          if (postgres) keys = keys.forUpdate().skipLocked();
+          return eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id'));
+        })
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    });
+  const committedOperations = await finished('committed', operationCutoff);
+  const deadOperations = await finished('dead', now - deadMs);
+  const operations = committedOperations + deadOperations;
 
   const pendingAuthorizations = await drain(async () => {
     let keys = store.db
@@ -137,5 +155,5 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     return Number(result.numDeletedRows);
   });
 
-  return { operations, pendingAuthorizations, sweepCandidates, complete };
+  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, complete };
 }
