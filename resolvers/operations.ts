@@ -43,15 +43,49 @@ export interface OperationFilterArgs {
   connectorName?: string | null;
   ownerDID?: string | null;
   documentID?: string | null;
+  model?: string | null;
+  lastKinds?: operations.OperationOutcomeKind[] | null;
+  deferReasons?: operations.OperationDeferReason[] | null;
+  minAttempts?: number | null;
+  stuck?: boolean | null;
+  dueBefore?: Date | null;
+  createdAfter?: Date | null;
+  createdBefore?: Date | null;
+  updatedAfter?: Date | null;
+  updatedBefore?: Date | null;
 }
 
-function toStoreFilter(filter: OperationFilterArgs | null | undefined): operations.OperationFilter {
-  return {
-    ...(filter?.states != null && { states: filter.states }),
-    ...(filter?.connectorName != null && { connectorName: filter.connectorName }),
-    ...(filter?.ownerDID != null && { ownerDID: filter.ownerDID }),
-    ...(filter?.documentID != null && { documentID: filter.documentID }),
-  };
+/** The store's filter for the GraphQL one: absent and null both mean "any"; instants as ms epoch. */
+export function toStoreFilter(filter: OperationFilterArgs | null | undefined): operations.OperationFilter {
+  const result: operations.OperationFilter = {};
+  if (filter == null) return result;
+  const plain = ['states', 'connectorName', 'ownerDID', 'documentID', 'model', 'lastKinds', 'deferReasons', 'minAttempts', 'stuck'] as const;
+  for (const field of plain) if (filter[field] != null) (result as Record<string, unknown>)[field] = filter[field];
+  const instants = ['dueBefore', 'createdAfter', 'createdBefore', 'updatedAfter', 'updatedBefore'] as const;
+  for (const field of instants) if (filter[field] != null) result[field] = filter[field]!.getTime();
+  return result;
+}
+
+/** Dimensions `operationCounts` can group by, as the API names them. */
+export const OPERATION_COUNT_DIMENSIONS = ['STATE', 'LAST_KIND', 'CONNECTOR', 'DEFER_REASON', 'OWNER'] as const;
+export type OperationCountDimensionArg = (typeof OPERATION_COUNT_DIMENSIONS)[number];
+const DIMENSION_OF: Record<OperationCountDimensionArg, operations.OperationCountDimension> = {
+  STATE: 'state',
+  LAST_KIND: 'lastKind',
+  CONNECTOR: 'connectorName',
+  DEFER_REASON: 'deferReason',
+  OWNER: 'ownerDID',
+};
+
+/** One group of `operationCounts`. */
+export interface OperationCountShape {
+  state: ConnectorOperationState | null;
+  lastKind: operations.OperationOutcomeKind | null;
+  connectorName: string | null;
+  deferReason: operations.OperationDeferReason | null;
+  ownerDID: string | null;
+  count: number;
+  capped: boolean;
 }
 
 /** `operations`: the viewer's visible operations, newest first, keyset-paged. */
@@ -65,10 +99,34 @@ export async function listOperations(args: ConnectionArgs & { filter?: Operation
   };
 }
 
-/** `operationCounts`: how many visible operations are in each state. */
-export async function countOperationsByState(filter: OperationFilterArgs | null | undefined, ctx: GraphQLContext) {
-  const { counts, capped } = await operations.countOperationsByState(ctx.store, { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(filter) });
-  return operations.OPERATION_STATES.map((state) => ({ state, count: counts[state], capped }));
+/**
+ * `operationCounts`: how many visible operations fall in each group. Grouped
+ * by state alone (the default), every state is listed, zeros included;
+ * otherwise only groups with operations, largest first.
+ */
+export async function countOperations(
+  args: { filter?: OperationFilterArgs | null; groupBy?: readonly OperationCountDimensionArg[] | null },
+  ctx: GraphQLContext,
+): Promise<OperationCountShape[]> {
+  const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
+  const groupBy: OperationCountDimensionArg[] = [...new Set(args.groupBy ?? (['STATE'] as const))];
+  const none = { state: null, lastKind: null, connectorName: null, deferReason: null, ownerDID: null };
+  if (groupBy.length === 1 && groupBy[0] === 'STATE') {
+    const { counts, capped } = await operations.countOperationsByState(ctx.store, scope);
+    return operations.OPERATION_STATES.map((state) => ({ ...none, state, count: counts[state], capped }));
+  }
+  const { groups, capped } = await operations.countOperationGroups(ctx.store, scope, groupBy.map((d) => DIMENSION_OF[d]));
+  if (groupBy.length === 0) return [{ ...none, count: groups[0]?.count ?? 0, capped }];
+  return groups.map((group) => ({
+    ...none,
+    state: (group.key.state ?? null) as ConnectorOperationState | null,
+    lastKind: (group.key.lastKind ?? null) as operations.OperationOutcomeKind | null,
+    connectorName: group.key.connectorName ?? null,
+    deferReason: (group.key.deferReason ?? null) as operations.OperationDeferReason | null,
+    ownerDID: group.key.ownerDID ?? null,
+    count: group.count,
+    capped,
+  }));
 }
 
 /** `operationByKey`: by idempotency key; the caller defaults to the viewer. Invisible → null. */

@@ -13,7 +13,8 @@ import { getOperationsByNodeKeys, type ConnectorOperation } from '../src/store/o
 import { getWatchesByNodeKeys, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import { getSweepReceiptsByNodeKeys, type SweepReceipt } from '../src/store/sweeps/index.js';
 import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
-import type { OperationFilterArgs } from './operations.js';
+import { toStoreFilter, type OperationFilterArgs } from './operations.js';
+import { matchesOperationFilter } from '../src/store/operations/index.js';
 import { canSeeOperation, canSeeOwned, viewerDID } from './viewer.js';
 import { sweepReceiptMatches, type SweepReceiptFilterArgs } from './sweeps.js';
 import type { WatchFilterArgs } from './watches.js';
@@ -177,12 +178,9 @@ export function snapshotOf<R>(event: ChangeEvent, read: () => Promise<R>): Promi
  */
 export type NodeLoaderOf<T> = () => DataLoader<string, T | null>;
 
-function operationMatches(filter: OperationFilterArgs | null | undefined) {
-  return (op: ConnectorOperation) =>
-    (filter?.states == null || filter.states.includes(op.state)) &&
-    (filter?.connectorName == null || filter.connectorName === op.connectorName) &&
-    (filter?.ownerDID == null || filter.ownerDID === op.ownerDID) &&
-    (filter?.documentID == null || filter.documentID === op.documentID);
+function operationMatches(filter: OperationFilterArgs | null | undefined, ctx: GraphQLContext) {
+  const storeFilter = toStoreFilter(filter);
+  return (op: ConnectorOperation) => matchesOperationFilter(op, storeFilter, ctx.store.now());
 }
 
 function watchMatches(filter: WatchFilterArgs | null | undefined) {
@@ -229,7 +227,7 @@ export function operationChanged(nodeKey: string, ctx: GraphQLContext, loader: N
 
 /** `operationsChanged`: every committed change of a visible operation matching the filter. */
 export function operationsChanged(filter: OperationFilterArgs | null | undefined, ctx: GraphQLContext, loader: NodeLoaderOf<ConnectorOperation>) {
-  return changeStream(ctx, { kind: 'operation', load: changedOperation(loader), accept: operationMatches(filter) });
+  return changeStream(ctx, { kind: 'operation', load: changedOperation(loader), accept: operationMatches(filter, ctx) });
 }
 
 /** `watchChanged`: every committed change of one visible watch. */

@@ -155,13 +155,29 @@ const OperationReplay = builder.objectRef<NonNullable<ClaimOperationResult['repl
   }),
 });
 
-const OperationStateCount = builder.simpleObject('OperationStateCount', {
-  description: 'How many visible operations are in one state.',
+const OperationCountDimension = builder.enumType('OperationCountDimension', {
+  description: 'What `operationCounts` groups by.',
+  values: {
+    STATE: { description: 'The operation’s state.' },
+    LAST_KIND: { description: 'The kind of its last recorded outcome (none: null).' },
+    CONNECTOR: { description: 'Its connector name.' },
+    DEFER_REASON: { description: 'Why it is deferred (none: null).' },
+    OWNER: { description: 'Whose data it writes.' },
+  } as const,
+});
+
+const OperationCount = builder.objectRef<resolve.OperationCountShape>('OperationCount').implement({
+  description: 'How many visible operations fall in one group of `operationCounts`; the fields not grouped by are null.',
   fields: (t) => ({
-    state: t.field({ type: ConnectorOperationState }),
-    count: t.int({ description: 'Exact, from counters the database keeps, unless `capped`.' }),
-    capped: t.boolean({
-      description: 'True when counting stopped at the count cap (only a `documentID` filter counts rows): `count` is then a lower bound.',
+    state: t.expose('state', { type: ConnectorOperationState, nullable: true }),
+    lastKind: t.expose('lastKind', { type: OperationOutcomeKind, nullable: true }),
+    connectorName: t.exposeString('connectorName', { nullable: true }),
+    deferReason: t.expose('deferReason', { type: DeferReason, nullable: true }),
+    ownerDID: t.expose('ownerDID', { type: 'DID', nullable: true }),
+    count: t.exposeInt('count', { description: 'Exact, from counters the database keeps, unless `capped`.' }),
+    capped: t.exposeBoolean('capped', {
+      description:
+        'True when counting stopped at the count cap (10 000 rows; only filters the counters do not hold count rows: documentID, minAttempts, stuck, time ranges): `count` is then a lower bound.',
     }),
   }),
 });
@@ -173,6 +189,20 @@ export const OperationFilter = builder.inputType('OperationFilter', {
     connectorName: t.string({ required: false }),
     ownerDID: t.field({ type: 'DID', required: false }),
     documentID: t.string({ required: false }),
+    model: t.string({ required: false }),
+    lastKinds: t.field({ type: [OperationOutcomeKind], required: false, description: 'Any of these last outcome kinds (an operation with none never matches).' }),
+    deferReasons: t.field({ type: [DeferReason], required: false, description: 'Any of these defer reasons.' }),
+    minAttempts: t.int({ required: false, validate: z.number().int().min(0).optional().nullable(), description: 'At least this many attempts started.' }),
+    stuck: t.boolean({
+      required: false,
+      description:
+        'True: live operations nobody is moving — a lease that expired without a result, or due for more than 15 minutes with no live lease. False: all others.',
+    }),
+    dueBefore: t.field({ type: 'DateTime', required: false, description: 'Next attempt due strictly before this instant.' }),
+    createdAfter: t.field({ type: 'DateTime', required: false, description: 'Created at or after this instant.' }),
+    createdBefore: t.field({ type: 'DateTime', required: false, description: 'Created strictly before this instant.' }),
+    updatedAfter: t.field({ type: 'DateTime', required: false, description: 'Last changed at or after this instant.' }),
+    updatedBefore: t.field({ type: 'DateTime', required: false, description: 'Last changed strictly before this instant.' }),
   }),
 });
 
@@ -191,11 +221,15 @@ builder.queryFields((t) => ({
     },
   ),
   operationCounts: t.field({
-    type: [OperationStateCount],
-    description: 'How many visible operations are in each state, for dashboards. Every state is listed, zeros included.',
+    type: [OperationCount],
+    description:
+      'How many visible operations match the filter, per group, for dashboards. Grouped by STATE alone (the default) every state is listed, zeros included; other groupings list the groups that have operations, largest first.',
     authScopes: { authenticated: true },
-    args: { filter: t.arg({ type: OperationFilter, required: false }) },
-    resolve: (_root, args, ctx) => resolve.countOperationsByState(args.filter, ctx),
+    args: {
+      filter: t.arg({ type: OperationFilter, required: false }),
+      groupBy: t.arg({ type: [OperationCountDimension], required: false, description: 'Default [STATE]; [] gives one group, the total.' }),
+    },
+    resolve: (_root, args, ctx) => resolve.countOperations(args, ctx),
   }),
   dueOperations: t.field({
     type: [ConnectorOperation],

@@ -150,10 +150,29 @@ export type MarkOperationSentInput = {
 /** Narrows `operations` and `operationCounts`; fields combine with AND. */
 export type OperationFilter = {
   connectorName?: string | null | undefined;
+  /** Created at or after this instant. */
+  createdAfter?: string | null | undefined;
+  /** Created strictly before this instant. */
+  createdBefore?: string | null | undefined;
+  /** Any of these defer reasons. */
+  deferReasons?: Array<DeferReason> | null | undefined;
   documentID?: string | null | undefined;
+  /** Next attempt due strictly before this instant. */
+  dueBefore?: string | null | undefined;
+  /** Any of these last outcome kinds (an operation with none never matches). */
+  lastKinds?: Array<OperationOutcomeKind> | null | undefined;
+  /** At least this many attempts started. */
+  minAttempts?: number | null | undefined;
+  model?: string | null | undefined;
   ownerDID?: string | null | undefined;
   /** Any of these states. */
   states?: Array<ConnectorOperationState> | null | undefined;
+  /** True: live operations nobody is moving — a lease that expired without a result, or due for more than 15 minutes with no live lease. False: all others. */
+  stuck?: boolean | null | undefined;
+  /** Last changed at or after this instant. */
+  updatedAfter?: string | null | undefined;
+  /** Last changed strictly before this instant. */
+  updatedBefore?: string | null | undefined;
 };
 
 /** How an attempt ended short of success: RETRYABLE (backoff), UNKNOWN (may have reached the provider: reconcile next), FATAL (dead), OFFLINE and AUTH (deferred without spending the attempt). */
@@ -410,7 +429,7 @@ export type OperationsQueryVariables = Exact<{
 }>;
 
 
-export type OperationsQuery = { operations: { totalCount: number, pageInfo: { hasNextPage: boolean, hasPreviousPage: boolean, startCursor: string | null, endCursor: string | null }, edges: Array<{ cursor: string, node: { id: string, operationID: string, callerDID: string, ownerDID: string, connectorName: string, model: string, op: ConnectorOperationOp, accountKey: string, target: string, sourceID: string | null, deterministicEventID: string, payloadHash: string, reissueIntent: string, state: ConnectorOperationState, version: number, attempts: number, sendMarkerSet: boolean, leaseExpiresAt: string | null, nextAttemptAt: string | null, deferReason: DeferReason | null, lastKind: OperationOutcomeKind | null, lastHTTPStatus: number | null, lastError: string | null, providerEtag: string | null, documentID: string | null, resultEntity: unknown, createdAt: string, updatedAt: string, watch: { id: string, verificationStatus: VerificationStatus } | null } }> }, operationCounts: Array<{ state: ConnectorOperationState, count: number }> };
+export type OperationsQuery = { operations: { totalCount: number, pageInfo: { hasNextPage: boolean, hasPreviousPage: boolean, startCursor: string | null, endCursor: string | null }, edges: Array<{ cursor: string, node: { id: string, operationID: string, callerDID: string, ownerDID: string, connectorName: string, model: string, op: ConnectorOperationOp, accountKey: string, target: string, sourceID: string | null, deterministicEventID: string, payloadHash: string, reissueIntent: string, state: ConnectorOperationState, version: number, attempts: number, sendMarkerSet: boolean, leaseExpiresAt: string | null, nextAttemptAt: string | null, deferReason: DeferReason | null, lastKind: OperationOutcomeKind | null, lastHTTPStatus: number | null, lastError: string | null, providerEtag: string | null, documentID: string | null, resultEntity: unknown, createdAt: string, updatedAt: string, watch: { id: string, verificationStatus: VerificationStatus } | null } }> }, operationCounts: Array<{ state: ConnectorOperationState | null, count: number }> };
 
 export type OperationByKeyQueryVariables = Exact<{
   operationID: string;

@@ -8,7 +8,7 @@ import type { SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, COUNT_CAP, type BoundedCount } from '../count.js';
-import { checkScope, filtered, type OperationFilter, type OperationScope } from './list.js';
+import { checkScope, filtered, filterMatchesNothing, type OperationFilter, type OperationScope } from './list.js';
 import { OPERATION_TABLE } from './row.js';
 import { OPERATION_STATES, type ConnectorOperationState } from './types.js';
 
@@ -41,7 +41,9 @@ export interface OperationCountGroups {
 
 /** Whether the counter table can answer this filter (every condition is on a counted column). */
 function servedByCounters(filter: OperationFilter | undefined): boolean {
-  return filter?.documentID === undefined;
+  if (filter === undefined) return true;
+  const counted = new Set(['states', 'connectorName', 'ownerDID', 'model', 'lastKinds', 'deferReasons']);
+  return Object.entries(filter).every(([field, value]) => value === undefined || counted.has(field));
 }
 
 /** How many operations are visible and match the filter. */
@@ -75,7 +77,7 @@ export async function countOperationGroups(
 ): Promise<OperationCountGroups> {
   checkScope(scope);
   const dimensions = [...new Set(groupBy)];
-  if (scope.filter?.states?.length === 0) return { groups: [], capped: false };
+  if (filterMatchesNothing(scope.filter)) return { groups: [], capped: false };
   const columns = dimensions.map((dimension) => COLUMN_OF[dimension]);
 
   if (servedByCounters(scope.filter)) {
@@ -93,7 +95,7 @@ export async function countOperationGroups(
   let matching = store.db.selectFrom(OPERATION_TABLE);
   const viewer = scope.visibleTo;
   if (viewer !== null) matching = matching.where((eb) => eb.or([eb('caller_did', '=', viewer), eb('owner_did', '=', viewer)]));
-  matching = filtered(matching, scope.filter);
+  matching = filtered(matching, scope.filter, store.now());
   if (columns.length === 0) {
     const { count, capped } = await countUpTo(store, matching);
     return { groups: count > 0 ? [{ key: {}, count }] : [], capped };
@@ -114,6 +116,9 @@ function countedFilter<Q>(query: Q, filter: OperationFilter | undefined): Q {
   if (filter?.states !== undefined) q = q.where('state', 'in', [...filter.states]);
   if (filter?.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
   if (filter?.ownerDID !== undefined) q = q.where('owner_did', '=', filter.ownerDID);
+  if (filter?.model !== undefined) q = q.where('model', '=', filter.model);
+  if (filter?.lastKinds !== undefined) q = q.where('last_kind', 'in', [...filter.lastKinds]);
+  if (filter?.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
   return q as unknown as Q;
 }
 

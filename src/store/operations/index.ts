@@ -18,6 +18,8 @@ export {
   type OperationCountGroups,
 } from './count.js';
 export {
+  DEFAULT_STUCK_AFTER_MS,
+  matchesOperationFilter,
   listOperations,
   operationCursor,
   type ListOperationsInput,

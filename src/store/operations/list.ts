@@ -4,7 +4,16 @@ import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { InvalidInputError } from '../errors.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
-import { OPERATION_STATES, type ConnectorOperation, type ConnectorOperationState } from './types.js';
+import {
+  LIVE_OPERATION_STATES,
+  OPERATION_DEFER_REASONS,
+  OPERATION_OUTCOME_KINDS,
+  OPERATION_STATES,
+  type ConnectorOperation,
+  type ConnectorOperationState,
+  type OperationDeferReason,
+  type OperationOutcomeKind,
+} from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
 
 /**
@@ -21,6 +30,9 @@ export function operationCursor(operation: Pick<ConnectorOperation, 'createdAt' 
   return { createdAt: operation.createdAt, nodeKey: operation.nodeKey };
 }
 
+/** How long a live operation may stay due, with no live lease, before it counts as stuck. */
+export const DEFAULT_STUCK_AFTER_MS = 15 * 60 * 1000;
+
 /** Narrows a listing or count; every field is optional and they combine with AND. */
 export interface OperationFilter {
   /** Any of these states. An empty list matches nothing. */
@@ -28,6 +40,34 @@ export interface OperationFilter {
   connectorName?: string;
   ownerDID?: string;
   documentID?: string;
+  model?: string;
+  /** Any of these last outcome kinds. An empty list matches nothing. */
+  lastKinds?: readonly OperationOutcomeKind[];
+  /** Any of these defer reasons. An empty list matches nothing. */
+  deferReasons?: readonly OperationDeferReason[];
+  /** At least this many attempts started. */
+  minAttempts?: number;
+  /**
+   * True: live operations nobody is moving — a lease that expired, or due
+   * for longer than `stuckAfterMs` (default 15 min) with no live lease.
+   * False: every other operation.
+   */
+  stuck?: boolean;
+  /** With `stuck`: the threshold in ms. */
+  stuckAfterMs?: number;
+  /** Due (next attempt) strictly before this instant (ms epoch). */
+  dueBefore?: number;
+  /** Created at or after / strictly before these instants (ms epoch). */
+  createdAfter?: number;
+  createdBefore?: number;
+  /** Last updated at or after / strictly before these instants (ms epoch). */
+  updatedAfter?: number;
+  updatedBefore?: number;
+}
+
+/** Whether a filter matches nothing by construction (an empty list). */
+export function filterMatchesNothing(filter: OperationFilter | undefined): boolean {
+  return filter?.states?.length === 0 || filter?.lastKinds?.length === 0 || filter?.deferReasons?.length === 0;
 }
 
 /** Whose operations, and which of them. */
@@ -76,12 +116,12 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
   checkScope(input);
   if (input.after !== undefined) checkCursor('after', input.after);
   if (input.before !== undefined) checkCursor('before', input.before);
-  if (input.filter?.states?.length === 0) return { operations: [], hasMore: false };
+  if (filterMatchesNothing(input.filter)) return { operations: [], hasMore: false };
 
   const direction = forward ? 'desc' : 'asc';
   const take = size + 1;
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
-    let query = bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter), input);
+    let query = bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now()), input);
     if (visibility !== null) query = query.where(visibility);
     return query.orderBy('created_at', direction).orderBy('node_key', direction).limit(take);
   };
@@ -114,12 +154,34 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
 }
 
 /** Applies an operation filter's conditions to a query of the operations table. */
-export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined): Q {
+export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, now: number): Q {
   let q = query as SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>;
-  if (filter?.states !== undefined) q = q.where('state', 'in', [...filter.states]);
-  if (filter?.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
-  if (filter?.ownerDID !== undefined) q = q.where('owner_did', '=', filter.ownerDID);
-  if (filter?.documentID !== undefined) q = q.where('document_id', '=', filter.documentID);
+  if (filter === undefined) return query;
+  if (filter.states !== undefined) q = q.where('state', 'in', [...filter.states]);
+  if (filter.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
+  if (filter.ownerDID !== undefined) q = q.where('owner_did', '=', filter.ownerDID);
+  if (filter.documentID !== undefined) q = q.where('document_id', '=', filter.documentID);
+  if (filter.model !== undefined) q = q.where('model', '=', filter.model);
+  if (filter.lastKinds !== undefined) q = q.where('last_kind', 'in', [...filter.lastKinds]);
+  if (filter.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
+  if (filter.minAttempts !== undefined) q = q.where('attempts', '>=', filter.minAttempts);
+  if (filter.dueBefore !== undefined) q = q.where('next_attempt_at', '<', filter.dueBefore);
+  if (filter.createdAfter !== undefined) q = q.where('created_at', '>=', filter.createdAfter);
+  if (filter.createdBefore !== undefined) q = q.where('created_at', '<', filter.createdBefore);
+  if (filter.updatedAfter !== undefined) q = q.where('updated_at', '>=', filter.updatedAfter);
+  if (filter.updatedBefore !== undefined) q = q.where('updated_at', '<', filter.updatedBefore);
+  if (filter.stuck !== undefined) {
+    const stuckBefore = now - (filter.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS);
+    const isStuck = (eb: OperationEB) =>
+      eb.and([
+        eb('state', 'in', [...LIVE_OPERATION_STATES]),
+        eb.or([
+          eb.and([eb('lease_token', 'is not', null), eb('lease_expires_at', '<=', now)]),
+          eb.and([eb('next_attempt_at', '<', stuckBefore), eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', '<=', now)])]),
+        ]),
+      ]);
+    q = q.where((eb) => (filter.stuck ? isStuck(eb) : eb.not(isStuck(eb))));
+  }
   return q as Q;
 }
 
@@ -138,14 +200,43 @@ function bounded(query: OperationQuery, input: ListOperationsInput): OperationQu
   return q;
 }
 
+/**
+ * {@link filtered} for one operation in memory (the change streams' filter):
+ * the same conditions, so a subscription and a listing agree on what matches.
+ */
+export function matchesOperationFilter(op: ConnectorOperation, filter: OperationFilter | undefined, now: number): boolean {
+  if (filter === undefined) return true;
+  const leaseLive = op.leaseExpiresAt !== null && op.leaseExpiresAt > now;
+  const stuck =
+    (LIVE_OPERATION_STATES as readonly string[]).includes(op.state) &&
+    ((op.leaseExpiresAt !== null && !leaseLive) || (op.nextAttemptAt !== null && op.nextAttemptAt < now - (filter.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS) && !leaseLive));
+  return (
+    (filter.states === undefined || filter.states.includes(op.state)) &&
+    (filter.connectorName === undefined || filter.connectorName === op.connectorName) &&
+    (filter.ownerDID === undefined || filter.ownerDID === op.ownerDID) &&
+    (filter.documentID === undefined || filter.documentID === op.documentID) &&
+    (filter.model === undefined || filter.model === op.model) &&
+    (filter.lastKinds === undefined || (op.lastKind !== null && filter.lastKinds.includes(op.lastKind))) &&
+    (filter.deferReasons === undefined || (op.deferReason !== null && filter.deferReasons.includes(op.deferReason))) &&
+    (filter.minAttempts === undefined || op.attempts >= filter.minAttempts) &&
+    (filter.dueBefore === undefined || (op.nextAttemptAt !== null && op.nextAttemptAt < filter.dueBefore)) &&
+    (filter.createdAfter === undefined || op.createdAt >= filter.createdAfter) &&
+    (filter.createdBefore === undefined || op.createdAt < filter.createdBefore) &&
+    (filter.updatedAfter === undefined || op.updatedAt >= filter.updatedAfter) &&
+    (filter.updatedBefore === undefined || op.updatedAt < filter.updatedBefore) &&
+    (filter.stuck === undefined || filter.stuck === stuck)
+  );
+}
+
 /** Refuses a scope with an empty viewer or an unknown state. */
 export function checkScope(scope: OperationScope): void {
   if (scope.visibleTo !== null) requireNonEmptyString('visibleTo', scope.visibleTo);
-  const states = scope.filter?.states;
-  if (states !== undefined) {
-    for (const state of states) {
-      requireOneOf('states', state, OPERATION_STATES);
-    }
+  const filter = scope.filter ?? {};
+  for (const state of filter.states ?? []) requireOneOf('states', state, OPERATION_STATES);
+  for (const kind of filter.lastKinds ?? []) requireOneOf('lastKinds', kind, OPERATION_OUTCOME_KINDS);
+  for (const reason of filter.deferReasons ?? []) requireOneOf('deferReasons', reason, OPERATION_DEFER_REASONS);
+  for (const field of ['minAttempts', 'stuckAfterMs', 'dueBefore', 'createdAfter', 'createdBefore', 'updatedAfter', 'updatedBefore'] as const) {
+    if (filter[field] !== undefined) requireNonNegativeInteger(field, filter[field]);
   }
 }
 
