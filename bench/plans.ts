@@ -19,7 +19,7 @@ import pg from 'pg';
 import { openDatabase, type OpenDatabase } from '../src/db/connect.js';
 import { migrateToLatest } from '../src/db/migrator.js';
 import { createStoreContext, type StoreContext } from '../src/store/context.js';
-import { countOperations, listOperations, startOperationAttempt } from '../src/store/operations/index.js';
+import { countOperations, listOperations, startOperationAttempt, type OperationFilter } from '../src/store/operations/index.js';
 import { selectOperationRow } from '../src/store/operations/row.js';
 import { listWatches } from '../src/store/projection-watches/index.js';
 import { listSyncStates } from '../src/store/sync-state/index.js';
@@ -57,15 +57,23 @@ async function seeded(admin: pg.Client, rows: number) {
   const client = new pg.Client({ connectionString: url.toString() });
   await client.connect();
   const started = Date.now();
-  // Owner i % 1000; the caller is the owner for 9 rows in 10, a worker otherwise.
+  // Owner i % 1000; the caller is the owner for 9 rows in 10, a worker otherwise. 2 % live (half of them
+  // holding a lease, some lapsed), 10 % dead, the rest committed: a store that keeps up.
   await client.query(
     `insert into kubun_connector_operation
        (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
         payload_hash, reissue_intent, state, attempts, version, created_at, updated_at)
      select case when i % 10 = 0 then 'did:key:zWorker' else 'did:key:zOwner' || (i % ${OWNERS}) end, 'op-' || i, md5(i::text),
             'did:key:zOwner' || (i % ${OWNERS}), 'google', 'calendar.event', 'create', 'a', 't', 'e-' || i, 'h-' || i, 'none',
-            (array['attempted','reconcile_only','committed','dead'])[1 + i % 4], 1, 0, 1700000000000 + i, 1700000000000 + i
+            case when i % 100 = 0 then 'attempted' when i % 100 = 1 then 'reconcile_only' when i % 10 = 2 then 'dead' else 'committed' end,
+            1 + i % 5, 0, 1700000000000 + i, 1700000000000 + i
      from generate_series(1, ${rows}) as i`,
+  );
+  await client.query(
+    `update kubun_connector_operation set next_attempt_at = created_at + 60000,
+       lease_token = case when created_at % 200 = 0 then 'lease' end,
+       lease_expires_at = case when created_at % 200 = 0 then created_at + 30000 end
+     where state in ('attempted', 'reconcile_only')`,
   );
   const side = Math.max(1, Math.floor(rows / 5));
   await client.query(
@@ -87,10 +95,10 @@ async function seeded(admin: pg.Client, rows: number) {
     client,
     seconds,
     /** The plan of the last statement `run` issued. */
-    async explain(run: (store: StoreContext) => Promise<unknown>, analyze = true): Promise<Plan> {
+    async explain(run: (store: StoreContext) => Promise<unknown>, analyze = true, pick: RegExp = /^(?!begin|commit|rollback)/i): Promise<Plan> {
       captured.length = 0;
       await run(store);
-      const query = captured.at(-1)!;
+      const query = captured.filter((q) => pick.test(q.sql)).at(pick.source.startsWith('^update') ? 0 : -1)!;
       // Three runs, the median time: the first one also pays for reading cold pages.
       const runs: string[] = [];
       for (let i = 0; i < (analyze ? 3 : 1); i++) {
@@ -134,10 +142,10 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
   const fakeFence = { key: { callerDID: 'did:key:zWorker', operationID: 'op-10' }, version: 99, leaseToken: 'nope' };
   // Before ANALYZE: the statistics know no caller yet.
   plans.set('key lookup, no statistics yet', await db.explain((s) => selectOperationRow(s, fakeFence.key), false));
-  plans.set('fenced write, no statistics yet', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {}), false));
+  plans.set('fenced write, no statistics yet', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {}), false, /^update/i));
   await db.client.query('analyze');
   plans.set('key lookup', await db.explain((s) => selectOperationRow(s, fakeFence.key)));
-  plans.set('fenced write', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {})));
+  plans.set('fenced write', await db.explain((s) => startOperationAttempt(s, fakeFence).catch(() => {}), true, /^update/i));
 
   const side = Math.floor(rows / 5);
   for (const [label, visibleTo] of [['service', null], ['ordinary user', ORDINARY]] as const) {
@@ -148,6 +156,21 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
     plans.set(`operations, ${label}, deep page`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, after })));
     plans.set(`operations, ${label}, totalCount`, await db.explain((s) => countOperations(s, { visibleTo })));
     plans.set(`operations, ${label}, states filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter: { states: ['dead'] } })));
+    if (visibleTo === null) {
+      // The failure filters a dashboard combines (issue 11).
+      const failureFilters: [string, OperationFilter][] = [
+        ['last kinds', { lastKinds: ['fatal'] }],
+        ['defer reasons', { deferReasons: ['offline'] }],
+        ['stuck', { stuck: true }],
+        ['min attempts', { minAttempts: 3 }],
+        ['due before', { dueBefore: 1700000000000 + rows / 2 }],
+        ['created range', { createdAfter: 1700000000000 + rows / 2, createdBefore: 1700000000000 + rows / 2 + 1000 }],
+      ];
+      for (const [name, filter] of failureFilters) {
+        plans.set(`operations, service, ${name} filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter })));
+        plans.set(`operations, service, ${name} count`, await db.explain((s) => countOperations(s, { visibleTo, filter })));
+      }
+    }
 
     const watchDepth = Math.floor((visibleTo === null ? side : side / OWNERS) * 0.9);
     const { rows: [w] } = await db.client.query(

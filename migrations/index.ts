@@ -10,6 +10,7 @@ import { sweepReceiptNodeKeyMigration } from './0002-sweep-receipt-node-key.js';
 import { operationFinalizedLeaseMigration } from './0003-operation-finalized-lease.js';
 import { operationCountsMigration } from './0004-operation-counts.js';
 import { operationHistoryMigration } from './0005-operation-history.js';
+import { operationFailureIndexesMigration } from './0006-operation-failure-indexes.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -21,5 +22,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0003-operation-finalized-lease': operationFinalizedLeaseMigration(types),
     '0004-operation-counts': operationCountsMigration(types),
     '0005-operation-history': operationHistoryMigration(types),
+    '0006-operation-failure-indexes': operationFailureIndexesMigration(types),
   };
 }

@@ -198,7 +198,7 @@ export const OperationFilter = builder.inputType('OperationFilter', {
       description:
         'True: live operations nobody is moving — a lease that expired without a result, or due for more than 15 minutes with no live lease. False: all others.',
     }),
-    dueBefore: t.field({ type: 'DateTime', required: false, description: 'Next attempt due strictly before this instant.' }),
+    dueBefore: t.field({ type: 'DateTime', required: false, description: 'Live, with the next attempt due strictly before this instant.' }),
     createdAfter: t.field({ type: 'DateTime', required: false, description: 'Created at or after this instant.' }),
     createdBefore: t.field({ type: 'DateTime', required: false, description: 'Created strictly before this instant.' }),
     updatedAfter: t.field({ type: 'DateTime', required: false, description: 'Last changed at or after this instant.' }),

@@ -157,7 +157,7 @@ export type OperationFilter = {
   /** Any of these defer reasons. */
   deferReasons?: Array<DeferReason> | null | undefined;
   documentID?: string | null | undefined;
-  /** Next attempt due strictly before this instant. */
+  /** Live, with the next attempt due strictly before this instant. */
   dueBefore?: string | null | undefined;
   /** Any of these last outcome kinds (an operation with none never matches). */
   lastKinds?: Array<OperationOutcomeKind> | null | undefined;

@@ -55,7 +55,7 @@ export interface OperationFilter {
   stuck?: boolean;
   /** With `stuck`: the threshold in ms. */
   stuckAfterMs?: number;
-  /** Due (next attempt) strictly before this instant (ms epoch). */
+  /** Live and due (next attempt) strictly before this instant (ms epoch). */
   dueBefore?: number;
   /** Created at or after / strictly before these instants (ms epoch). */
   createdAfter?: number;
@@ -165,19 +165,22 @@ export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION
   if (filter.lastKinds !== undefined) q = q.where('last_kind', 'in', [...filter.lastKinds]);
   if (filter.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
   if (filter.minAttempts !== undefined) q = q.where('attempts', '>=', filter.minAttempts);
-  if (filter.dueBefore !== undefined) q = q.where('next_attempt_at', '<', filter.dueBefore);
+  // Only live work is due (a committed one keeps its last schedule): the due index (state, next_attempt_at) serves it.
+  if (filter.dueBefore !== undefined) q = q.where('state', 'in', [...LIVE_OPERATION_STATES]).where('next_attempt_at', '<', filter.dueBefore);
   if (filter.createdAfter !== undefined) q = q.where('created_at', '>=', filter.createdAfter);
   if (filter.createdBefore !== undefined) q = q.where('created_at', '<', filter.createdBefore);
   if (filter.updatedAfter !== undefined) q = q.where('updated_at', '>=', filter.updatedAfter);
   if (filter.updatedBefore !== undefined) q = q.where('updated_at', '<', filter.updatedBefore);
   if (filter.stuck !== undefined) {
     const stuckBefore = now - (filter.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS);
+    // Two branches each an index range: lapsed leases (by expiry), overdue work (the due index).
     const isStuck = (eb: OperationEB) =>
-      eb.and([
-        eb('state', 'in', [...LIVE_OPERATION_STATES]),
-        eb.or([
-          eb.and([eb('lease_token', 'is not', null), eb('lease_expires_at', '<=', now)]),
-          eb.and([eb('next_attempt_at', '<', stuckBefore), eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', '<=', now)])]),
+      eb.or([
+        eb.and([eb('state', 'in', [...LIVE_OPERATION_STATES]), eb('lease_token', 'is not', null), eb('lease_expires_at', '<=', now)]),
+        eb.and([
+          eb('state', 'in', [...LIVE_OPERATION_STATES]),
+          eb('next_attempt_at', '<', stuckBefore),
+          eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', '<=', now)]),
         ]),
       ]);
     q = q.where((eb) => (filter.stuck ? isStuck(eb) : eb.not(isStuck(eb))));
@@ -219,7 +222,7 @@ export function matchesOperationFilter(op: ConnectorOperation, filter: Operation
     (filter.lastKinds === undefined || (op.lastKind !== null && filter.lastKinds.includes(op.lastKind))) &&
     (filter.deferReasons === undefined || (op.deferReason !== null && filter.deferReasons.includes(op.deferReason))) &&
     (filter.minAttempts === undefined || op.attempts >= filter.minAttempts) &&
-    (filter.dueBefore === undefined || (op.nextAttemptAt !== null && op.nextAttemptAt < filter.dueBefore)) &&
+    (filter.dueBefore === undefined || ((LIVE_OPERATION_STATES as readonly string[]).includes(op.state) && op.nextAttemptAt !== null && op.nextAttemptAt < filter.dueBefore)) &&
     (filter.createdAfter === undefined || op.createdAt >= filter.createdAfter) &&
     (filter.createdBefore === undefined || op.createdAt < filter.createdBefore) &&
     (filter.updatedAfter === undefined || op.updatedAt >= filter.updatedAfter) &&
