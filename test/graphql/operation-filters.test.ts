@@ -5,6 +5,7 @@
  * dimension; and the change streams' in-memory filter agrees with the SQL
  * one on every filter (so `operationsChanged` takes the same filters).
  */
+import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
 import { listOperations, matchesOperationFilter, type OperationFilter } from '../../src/store/operations/index.js';
 import { describeGraphQL } from '../helpers/graphql.js';
@@ -140,5 +141,16 @@ describeGraphQL('graphql operations: failure filters and grouped counts', (suite
       const matched = all.filter((op) => matchesOperationFilter(op, filter, suite.clock.now())).map((op) => op.operationID).sort();
       expect(matched, JSON.stringify(filter)).toEqual(listed);
     }
+  });
+
+  it('the "what’s stuck and why" query of docs/api.md runs and finds the stuck operations', async () => {
+    await seed();
+    const docs = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
+    const query = /What's stuck and why[\s\S]*?```graphql\n([\s\S]*?)```/.exec(docs)?.[1];
+    expect(query).toBeDefined();
+    const res = await suite.gql(query!, {}, { as: 'alice' });
+    expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+    expect(res.data.operations.totalCount).toBe(4);
+    expect((res.data.operationCounts as { count: number }[]).reduce((sum, g) => sum + g.count, 0)).toBe(4);
   });
 });
