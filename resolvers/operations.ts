@@ -3,6 +3,7 @@
  * shape the payload, announce what committed. No SQL here.
  */
 import { InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
+import { ForbiddenError } from './errors.js';
 import { finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
@@ -374,4 +375,30 @@ export async function resumeDeferred(
   const resumed = await operations.resumeDeferred(ctx.store, { reason: 'auth', ownerDID, connectorName: input.connectorName });
   await announce(ctx, 'operation', resumed);
   return { operations: resumed.length, watches: 0 };
+}
+
+/**
+ * `retryOperation`, `cancelOperation`, `requeueOperation`: an operator action
+ * (issue 11), for service principals and the operation's owner. A viewer
+ * who cannot see the operation gets NotFoundError, as for an unknown id; a
+ * caller who sees it but is not its owner gets ForbiddenError.
+ */
+export async function operatorAction(
+  action: operations.OperationAction,
+  operation: ConnectorOperation | null,
+  input: { version: number; reason?: string | null },
+  ctx: GraphQLContext,
+): Promise<OperationPayload> {
+  if (operation === null) throw new NotFoundError('operation');
+  const actor = viewerDID(ctx.viewer);
+  if (ctx.viewer.kind !== 'service' && operation.ownerDID !== actor) throw new ForbiddenError('only the operation’s owner or a service principal may retry, cancel or requeue it');
+  const changed = await operations.applyOperationAction(ctx.store, {
+    key: { callerDID: operation.callerDID, operationID: operation.operationID },
+    version: input.version,
+    action,
+    actorDID: actor,
+    reason: input.reason ?? null,
+  });
+  await announce(ctx, 'operation', [changed.nodeKey]);
+  return { operation: changed, lease: null };
 }

@@ -7,7 +7,7 @@
 import type { InputObjectRef } from '@pothos/core';
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../resolvers/errors.js';
+import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/operations.js';
 import {
   OPERATION_OPS,
@@ -93,10 +93,26 @@ export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
   }),
 });
 
+const OperationHistoryKind = builder.enumType('OperationHistoryKind', {
+  description: 'What an `attemptHistory` entry records.',
+  values: {
+    ATTEMPT: { value: 'attempt', description: 'An attempt by a lease holder.' },
+    RETRY: { value: 'retry', description: '`retryOperation` by an operator.' },
+    CANCEL: { value: 'cancel', description: '`cancelOperation` by an operator.' },
+    REQUEUE: { value: 'requeue', description: '`requeueOperation` by an operator.' },
+  } as const,
+});
+
 const OperationAttempt = builder.objectRef<resolve.OperationAttempt>('OperationAttempt').implement({
   description: 'One attempt of an operation: opened by `startOperationAttempt`, stamped by `markOperationSent`, closed by `recordOperationAttempt` (or by the commit).',
   fields: (t) => ({
     seq: t.exposeInt('seq', { description: 'Position in the operation’s history, from 1; newer attempts have higher numbers.' }),
+    kind: t.field({
+      type: OperationHistoryKind,
+      description: 'ATTEMPT for a holder’s attempt; RETRY, CANCEL or REQUEUE for an operator action (see `actorDID`, and `message` for a cancel’s reason).',
+      resolve: (a) => a.kind,
+    }),
+    actorDID: t.expose('actorDID', { type: 'DID', nullable: true, description: 'Who took the operator action; null for attempts.' }),
     attempt: t.exposeInt('attempt', {
       description: 'The operation’s attempt counter when it started (an attempt given back by an OFFLINE or AUTH deferral repeats its number).',
     }),
@@ -410,6 +426,21 @@ const FinalizeOperationPayload = builder
 });
 
 const mutation = { authScopes: { authenticated: true } } as const;
+
+const actionFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
+  id: t.globalID({ description: 'The operation.' }),
+  version: t.int({ validate: versionInput, description: 'The operation’s `version` as you read it: the action applies only if nobody changed the lease since.' }),
+});
+const RetryOperationInput = builder.inputType('RetryOperationInput', { description: 'Retry a dead operation.', fields: (t) => actionFields(t) });
+const RequeueOperationInput = builder.inputType('RequeueOperationInput', { description: 'Make a live operation due now.', fields: (t) => actionFields(t) });
+const CancelOperationInput = builder.inputType('CancelOperationInput', {
+  description: 'Give a live operation up.',
+  fields: (t) => ({
+    ...actionFields(t),
+    reason: t.string({ validate: textInput, description: 'Why; recorded in the history and as `lastError` (“cancelled: …”).' }),
+  }),
+});
+const ACTION_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleVersionError, InvalidStateError, ForbiddenError];
 const directResult = (name: string, types: unknown[]) => ({ types: types as never[], directResult: true, union: { name } });
 
 builder.mutationFields((t) => ({
@@ -448,6 +479,31 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: FinalizeOperationInput, required: true }) },
     errors: directResult('FinalizeOperationResult', [InputValidationError, NotFoundError]),
     resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
+  }),
+  retryOperation: t.field({
+    ...mutation,
+    description:
+      'Operators (a service, or the owner): retry a DEAD operation with a new attempt budget, as ATTEMPTED, or RECONCILE_ONLY when a provider request may have been sent (never a blind resend). A CAS on `version` that advances it and clears the lease, so a holder is fenced out.',
+    type: OperationPayload,
+    args: { input: t.arg({ type: RetryOperationInput, required: true }) },
+    errors: directResult('RetryOperationResult', ACTION_ERRORS),
+    resolve: async (_root, { input }, ctx) => resolve.operatorAction('retry', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
+  }),
+  cancelOperation: t.field({
+    ...mutation,
+    description: 'Operators (a service, or the owner): give a live operation up (DEAD), with the reason. A CAS on `version` that fences out any lease holder.',
+    type: OperationPayload,
+    args: { input: t.arg({ type: CancelOperationInput, required: true }) },
+    errors: directResult('CancelOperationResult', ACTION_ERRORS),
+    resolve: async (_root, { input }, ctx) => resolve.operatorAction('cancel', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
+  }),
+  requeueOperation: t.field({
+    ...mutation,
+    description: 'Operators (a service, or the owner): make a live operation due now, deferral cleared. A CAS on `version` that fences out any lease holder.',
+    type: OperationPayload,
+    args: { input: t.arg({ type: RequeueOperationInput, required: true }) },
+    errors: directResult('RequeueOperationResult', ACTION_ERRORS),
+    resolve: async (_root, { input }, ctx) => resolve.operatorAction('requeue', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
   resumeDeferred: t.field({
     ...mutation,

@@ -104,7 +104,7 @@ export interface OperationHistoryTable {
   caller_did: string;
   operation_id: string;
   seq: number;
-  /** 'attempt' (more kinds, operator actions, come later). */
+  /** 'attempt', or the operator action: 'retry', 'cancel', 'requeue'. */
   kind: string;
   /** The operation's attempt counter when this attempt started. */
   attempt: number;

@@ -20,10 +20,16 @@ const REDACTED = '[redacted]';
 const BEARER = /\bBearer\s+[A-Za-z0-9._~+/-]+=*/gi;
 const JWT = /\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
 
-/** One attempt as the API shows it. */
+/** What a history entry records: an attempt, or an operator action. */
+export type OperationHistoryKind = 'attempt' | 'retry' | 'cancel' | 'requeue';
+
+/** One attempt (or operator action) as the API shows it. */
 export interface OperationAttempt {
   /** Position in the operation's history, from 1; newer attempts have higher numbers. */
   seq: number;
+  kind: OperationHistoryKind;
+  /** Who acted, for an operator action; null for attempts. */
+  actorDID: string | null;
   /** The operation's attempt counter when it started (an attempt given back by a deferral repeats its number). */
   attempt: number;
   startedAt: number;
@@ -72,6 +78,41 @@ export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: 
           eb.val('attempt').as('kind'),
           eb.val(attempt).as('attempt'),
           eb.val(now).as('started_at'),
+        ])
+        .where('caller_did', '=', key.callerDID)
+        .where('operation_id', '=', key.operationID),
+    )
+    .execute();
+}
+
+/**
+ * Records an operator action (inside the action's transaction): a closed
+ * entry of its own, with who did it and the reason; an attempt left open by
+ * the holder the action fenced out is closed at the same instant.
+ */
+export async function recordAction(
+  tx: StoreContext,
+  key: OperationKey,
+  entry: { action: Exclude<OperationHistoryKind, 'attempt'>; actorDID: string; reason: string | null; attempt: number },
+  now: number,
+): Promise<void> {
+  await tx.db.updateTable(HISTORY_TABLE).set({ ended_at: now }).where('caller_did', '=', key.callerDID).where('operation_id', '=', key.operationID).where('ended_at', 'is', null).execute();
+  await tx.db
+    .insertInto(HISTORY_TABLE)
+    .columns(['caller_did', 'operation_id', 'seq', 'kind', 'attempt', 'started_at', 'ended_at', 'actor_did', 'message'])
+    .expression((eb) =>
+      eb
+        .selectFrom(HISTORY_TABLE)
+        .select([
+          eb.val(key.callerDID).as('caller_did'),
+          eb.val(key.operationID).as('operation_id'),
+          eb(eb.fn.coalesce(eb.fn.max('seq'), eb.lit(0)), '+', 1).as('seq'),
+          eb.val(entry.action).as('kind'),
+          eb.val(entry.attempt).as('attempt'),
+          eb.val(now).as('started_at'),
+          eb.val(now).as('ended_at'),
+          eb.val(entry.actorDID).as('actor_did'),
+          eb.val(redactAttemptMessage(entry.reason, [])).as('message'),
         ])
         .where('caller_did', '=', key.callerDID)
         .where('operation_id', '=', key.operationID),
@@ -132,6 +173,8 @@ export async function closeAttempt(tx: StoreContext, key: OperationKey, outcome:
 function rowToAttempt(row: OperationHistoryRow): OperationAttempt {
   return {
     seq: Number(row.seq),
+    kind: row.kind as OperationHistoryKind,
+    actorDID: row.actor_did,
     attempt: Number(row.attempt),
     startedAt: Number(row.started_at),
     sentAt: row.sent_at === null ? null : Number(row.sent_at),

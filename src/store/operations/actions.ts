@@ -1,0 +1,107 @@
+/**
+ * Operator actions (issue 11 item 3): retry a dead operation, cancel a live
+ * one, requeue a live one now. Each is one conditional UPDATE guarded by the
+ * operation's `version` as the operator read it (a CAS: of concurrent
+ * actions on one operation exactly one wins) that also advances the version
+ * and clears the lease, so a worker holding a lease is fenced out: every
+ * write it tries afterwards is a StaleLeaseError and changes nothing. The
+ * action is recorded in the attempt history with who did it, in the same
+ * transaction.
+ */
+import type { ExpressionBuilder } from 'kysely';
+import type { Database, OperationRow } from '../../db/tables.js';
+import { inTransaction, type StoreContext } from '../context.js';
+import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
+import { recordAction, redactAttemptMessage } from './history.js';
+import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
+import { LIVE_OPERATION_STATES, type ConnectorOperation, type ConnectorOperationState, type OperationKey } from './types.js';
+import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
+
+/** What an operator may do to an operation. */
+export type OperationAction = 'retry' | 'cancel' | 'requeue';
+
+/** Input of {@link applyOperationAction}. */
+export interface OperationActionInput {
+  key: OperationKey;
+  /** The version the operator saw; the action applies only if it is still current. */
+  version: number;
+  action: OperationAction;
+  /** Who acts (recorded in the history). */
+  actorDID: string;
+  /** Why (required to cancel; recorded, bounded like attempt messages). */
+  reason?: string | null;
+}
+
+/** States each action applies to. */
+const FROM: Record<OperationAction, readonly ConnectorOperationState[]> = {
+  retry: ['dead'],
+  cancel: LIVE_OPERATION_STATES,
+  requeue: LIVE_OPERATION_STATES,
+};
+
+type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
+
+/**
+ * Applies an operator action:
+ * - `retry`: `dead` → `attempted`, or `reconcile_only` when a provider request
+ *   may have been sent (a send marker is set, or the last outcome was
+ *   `unknown`) — never a blind resend; attempts start a new budget (0), due
+ *   now, deferral and last outcome cleared; the history is kept.
+ * - `cancel`: live → `dead`, with the reason as `lastError` (`cancelled: …`).
+ * - `requeue`: live → due now, deferral cleared.
+ * All three advance the version and clear the lease. A version that moved is
+ * {@link StaleVersionError}; a state the action does not apply to is
+ * {@link InvalidStateError}; an unknown operation {@link NotFoundError}.
+ */
+export async function applyOperationAction(store: StoreContext, input: OperationActionInput): Promise<ConnectorOperation> {
+  requireNonNegativeInteger('version', input.version);
+  requireNonEmptyString('actorDID', input.actorDID);
+  if (input.action === 'cancel') requireNonEmptyString('reason', input.reason);
+  else if (input.reason != null && typeof input.reason !== 'string') throw new InvalidInputError('reason', 'must be a string');
+  const now = store.now();
+  return inTransaction(store, async (tx) => {
+    const row = await tx.db
+      .updateTable(OPERATION_TABLE)
+      .set((eb) => ({ ...changes(eb, input, now), version: eb('version', '+', 1), lease_token: null, lease_expires_at: null, updated_at: now }))
+      .where('caller_did', '=', input.key.callerDID)
+      .where('operation_id', '=', input.key.operationID)
+      .where('version', '=', input.version)
+      .where('state', 'in', [...FROM[input.action]])
+      .returningAll()
+      .executeTakeFirst();
+    if (row === undefined) throw await whyRefused(tx, input);
+    await recordAction(tx, input.key, { action: input.action, actorDID: input.actorDID, reason: input.reason ?? null, attempt: Number(row.attempts) }, now);
+    return rowToOperation(row);
+  });
+}
+
+function changes(eb: OperationEB, input: OperationActionInput, now: number) {
+  switch (input.action) {
+    case 'retry':
+      return {
+        state: eb
+          .case()
+          .when(eb.or([eb('send_marker', 'is not', null), eb('last_kind', '=', 'unknown')]))
+          .then('reconcile_only')
+          .else('attempted')
+          .end(),
+        attempts: 0,
+        next_attempt_at: now,
+        defer_reason: null,
+        last_kind: null,
+        last_http_status: null,
+        last_error: null,
+      };
+    case 'cancel':
+      return { state: 'dead', next_attempt_at: null, defer_reason: null, last_error: redactAttemptMessage(`cancelled: ${input.reason}`, []) };
+    case 'requeue':
+      return { next_attempt_at: now, defer_reason: null };
+  }
+}
+
+async function whyRefused(tx: StoreContext, input: OperationActionInput): Promise<Error> {
+  const row: OperationRow | undefined = await selectOperationRow(tx, input.key);
+  if (row === undefined) return new NotFoundError('operation');
+  if (Number(row.version) !== input.version) return new StaleVersionError('operation');
+  return new InvalidStateError(`cannot ${input.action} an operation that is ${row.state} (only ${FROM[input.action].join(' or ')})`);
+}

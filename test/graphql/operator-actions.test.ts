@@ -1,0 +1,73 @@
+/**
+ * retryOperation / cancelOperation / requeueOperation through yoga.fetch
+ * (issue 11 item 3): who may act, typed errors for a stale version, a wrong
+ * state and an invisible operation, the holder fenced out, the action in the
+ * history with who did it, and the counts following.
+ */
+import { expect, it } from 'vitest';
+import { describeGraphQL, type Principal } from '../helpers/graphql.js';
+import { claimed, mutate, mutateOK } from '../helpers/operation-graphql.js';
+
+const ACTION = (name: string, input: string) => `mutation A($input: ${input}!) {
+  ${name}(input: $input) {
+    __typename
+    ... on Error { code message }
+    ... on OperationPayload { operation { id state version attempts lastError nextAttemptAt
+      attemptHistory(first: 5) { edges { node { kind actorDID message } } } } }
+  }
+}`;
+const RETRY = ACTION('retryOperation', 'RetryOperationInput');
+const CANCEL = ACTION('cancelOperation', 'CancelOperationInput');
+const REQUEUE = ACTION('requeueOperation', 'RequeueOperationInput');
+
+describeGraphQL('graphql operations: operator actions', (suite) => {
+  async function act(query: string, input: Record<string, unknown>, as: Principal = 'alice') {
+    const res = await suite.gql(query, { input }, { as });
+    expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+    return Object.values(res.data as Record<string, any>)[0] as Record<string, any>;
+  }
+
+  async function dead() {
+    const { fence, operation } = await claimed(suite);
+    await mutateOK(suite, 'startOperationAttempt', fence);
+    await mutateOK(suite, 'recordOperationAttempt', { ...fence, kind: 'FATAL', message: 'bad request' });
+    return { fence, id: operation.id, version: fence.version };
+  }
+
+  it('the owner retries a dead operation; the retry is in its history with who did it; counts follow', async () => {
+    const { id, version } = await dead();
+    const result = await act(RETRY, { id, version });
+    expect(result).toMatchObject({ __typename: 'OperationPayload', operation: { state: 'ATTEMPTED', attempts: 0, version: version + 1, lastError: null } });
+    expect(result.operation.attemptHistory.edges.map((e: any) => [e.node.kind, e.node.actorDID])).toEqual([
+      ['RETRY', suite.keys.alice.did],
+      ['ATTEMPT', null],
+    ]);
+    const counts = await suite.gql('{ operationCounts { state count } }', {}, { as: 'alice' });
+    expect(counts.data.operationCounts).toContainEqual({ state: 'ATTEMPTED', count: 1 });
+    expect(counts.data.operationCounts).toContainEqual({ state: 'DEAD', count: 0 });
+  });
+
+  it('a service cancels with a reason and fences the holder out; requeue makes it due now', async () => {
+    const { fence, operation } = await claimed(suite);
+    await mutateOK(suite, 'startOperationAttempt', fence);
+    const requeued = await act(REQUEUE, { id: operation.id, version: fence.version }, 'worker');
+    expect(requeued.operation).toMatchObject({ state: 'ATTEMPTED', version: fence.version + 1 });
+    // The holder's lease went with the requeue: its writes are stale now.
+    const late = await mutate(suite, 'markOperationSent', { ...fence, sendMarker: 'late' });
+    expect(late.__typename).toBe('StaleLeaseError');
+    const cancelled = await act(CANCEL, { id: operation.id, version: fence.version + 1, reason: 'duplicate of another change' }, 'worker');
+    expect(cancelled.operation).toMatchObject({ state: 'DEAD', lastError: 'cancelled: duplicate of another change' });
+    expect(cancelled.operation.attemptHistory.edges[0].node).toEqual({ kind: 'CANCEL', actorDID: suite.keys.worker.did, message: 'duplicate of another change' });
+  });
+
+  it('typed errors: a stale version, a wrong state, an empty reason, and a stranger who cannot see it', async () => {
+    const { id, version } = await dead();
+    expect(await act(RETRY, { id, version: version + 7 })).toMatchObject({ __typename: 'StaleVersionError', code: 'STALE_VERSION' });
+    expect(await act(REQUEUE, { id, version })).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
+    expect(await act(CANCEL, { id, version, reason: '' })).toMatchObject({ __typename: 'InputValidationError' });
+    expect(await act(RETRY, { id, version }, 'bob')).toMatchObject({ __typename: 'NotFoundError' });
+    // Nothing changed on the way.
+    const still = await act(RETRY, { id, version });
+    expect(still).toMatchObject({ __typename: 'OperationPayload', operation: { version: version + 1 } });
+  });
+});

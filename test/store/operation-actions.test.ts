@@ -1,0 +1,115 @@
+/**
+ * Operator actions (issue 11 item 3): retry / cancel / requeue, each a CAS on
+ * the version that fences out the lease holder and is recorded in the
+ * history with who did it; on Postgres, concurrent actions on one operation
+ * have exactly one winner.
+ */
+import { sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { createStoreContext } from '../../src/store/context.js';
+import { InvalidInputError, InvalidStateError, NotFoundError, StaleLeaseError, StaleVersionError } from '../../src/store/errors.js';
+import {
+  applyOperationAction,
+  getAttemptHistories,
+  getOperationByKey,
+  markOperationSent,
+  recordOperationOutcome,
+  startOperationAttempt,
+} from '../../src/store/operations/index.js';
+import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
+import { claimFresh, claimInput, keyOf } from '../helpers/operation-claim-fixtures.js';
+
+const KEY = keyOf(claimInput());
+const OPERATOR = 'did:key:zOperator';
+
+describeEachDialect('operations: operator actions', (suite) => {
+  async function deadOperation(sent: boolean) {
+    const claimed = await claimFresh(suite.store);
+    await startOperationAttempt(suite.store, claimed.fence);
+    if (sent) await markOperationSent(suite.store, { ...claimed.fence, sendMarker: 'm-1' });
+    await recordOperationOutcome(suite.store, { ...claimed.fence, kind: 'fatal', lastHTTPStatus: 400, message: 'bad request' });
+    const op = (await getOperationByKey(suite.store, KEY))!;
+    expect(op.state).toBe('dead');
+    return op;
+  }
+
+  it('retry: dead → attempted with a new budget, due now, history kept and the action recorded', async () => {
+    const dead = await deadOperation(false);
+    suite.clock.advance(5_000);
+    const retried = await applyOperationAction(suite.store, { key: KEY, version: dead.version, action: 'retry', actorDID: OPERATOR });
+    expect(retried).toMatchObject({ state: 'attempted', attempts: 0, nextAttemptAt: suite.clock.current, deferReason: null, lastKind: null, lastError: null, version: dead.version + 1, leaseExpiresAt: null });
+    const [history] = await getAttemptHistories(suite.store, [{ key: KEY, first: 10 }]);
+    expect(history!.attempts.map((a) => [a.kind, a.actorDID, a.outcome])).toEqual([
+      ['retry', OPERATOR, null],
+      ['attempt', null, 'fatal'],
+    ]);
+  });
+
+  it('retry of an operation whose request may have been sent goes to reconcile_only, never a blind resend', async () => {
+    const dead = await deadOperation(true);
+    const retried = await applyOperationAction(suite.store, { key: KEY, version: dead.version, action: 'retry', actorDID: OPERATOR });
+    expect(retried.state).toBe('reconcile_only');
+    expect(retried.sendMarkerSet).toBe(true);
+  });
+
+  it('cancel fences the holder out: every later write of its lease is stale and changes nothing', async () => {
+    const { fence } = await claimFresh(suite.store);
+    await startOperationAttempt(suite.store, fence);
+    const cancelled = await applyOperationAction(suite.store, { key: KEY, version: fence.version, action: 'cancel', actorDID: OPERATOR, reason: 'customer asked' });
+    expect(cancelled).toMatchObject({ state: 'dead', lastError: 'cancelled: customer asked', leaseExpiresAt: null, nextAttemptAt: null });
+    await expect(markOperationSent(suite.store, { ...fence, sendMarker: 'late' })).rejects.toBeInstanceOf(StaleLeaseError);
+    await expect(recordOperationOutcome(suite.store, { ...fence, kind: 'retryable' })).rejects.toBeInstanceOf(StaleLeaseError);
+    const after = (await getOperationByKey(suite.store, KEY))!;
+    expect(after).toMatchObject({ state: 'dead', sendMarkerSet: false, version: cancelled.version });
+    const [history] = await getAttemptHistories(suite.store, [{ key: KEY, first: 10 }]);
+    expect(history!.attempts.map((a) => [a.kind, a.message, a.endedAt !== null])).toEqual([
+      ['cancel', 'customer asked', true],
+      ['attempt', null, true], // the fenced-out holder's open attempt is closed by the cancel
+    ]);
+  });
+
+  it('requeue: due now, deferral cleared, lease cleared', async () => {
+    const { fence } = await claimFresh(suite.store);
+    await startOperationAttempt(suite.store, fence);
+    await recordOperationOutcome(suite.store, { ...fence, kind: 'offline' });
+    suite.clock.advance(1_000);
+    const requeued = await applyOperationAction(suite.store, { key: KEY, version: fence.version, action: 'requeue', actorDID: OPERATOR });
+    expect(requeued).toMatchObject({ state: 'attempted', deferReason: null, nextAttemptAt: suite.clock.current, leaseExpiresAt: null, version: fence.version + 1 });
+  });
+
+  it('refuses a stale version, a wrong state, an unknown operation and a cancel without a reason, writing nothing', async () => {
+    const { fence } = await claimFresh(suite.store);
+    await expect(applyOperationAction(suite.store, { key: KEY, version: fence.version + 1, action: 'requeue', actorDID: OPERATOR })).rejects.toBeInstanceOf(StaleVersionError);
+    await expect(applyOperationAction(suite.store, { key: KEY, version: fence.version, action: 'retry', actorDID: OPERATOR })).rejects.toBeInstanceOf(InvalidStateError);
+    await expect(applyOperationAction(suite.store, { key: { ...KEY, operationID: 'nope' }, version: 0, action: 'cancel', actorDID: OPERATOR, reason: 'x' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(applyOperationAction(suite.store, { key: KEY, version: fence.version, action: 'cancel', actorDID: OPERATOR })).rejects.toBeInstanceOf(InvalidInputError);
+    const op = (await getOperationByKey(suite.store, KEY))!;
+    expect(op).toMatchObject({ state: 'attempted', version: fence.version });
+    const [history] = await getAttemptHistories(suite.store, [{ key: KEY, first: 10 }]);
+    expect(history!.attempts).toEqual([]);
+  });
+
+  describe.runIf(suite.dialect === 'postgres')('on real parallel connections', () => {
+    it('20 concurrent retries and cancels of one operation: exactly one wins, the rest are stale', async () => {
+      const dead = await deadOperation(false);
+      const again = suite.database.connectAgain();
+      try {
+        const pools = [suite.store, createStoreContext(again.db, 'postgres', { now: suite.clock.now })];
+        await Promise.all(pools.flatMap((store) => Array.from({ length: TEST_POOL_SIZE }, () => sql`select pg_sleep(0.02)`.execute(store.db))));
+        const results = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) =>
+            applyOperationAction(pools[i % 2]!, { key: KEY, version: dead.version, action: i % 2 === 0 ? 'retry' : 'requeue', actorDID: `${OPERATOR}${i}` }),
+          ),
+        );
+        const won = results.filter((r) => r.status === 'fulfilled');
+        expect(won).toHaveLength(1);
+        for (const r of results) if (r.status === 'rejected') expect([StaleVersionError, InvalidStateError].some((E) => r.reason instanceof E)).toBe(true);
+        const [history] = await getAttemptHistories(suite.store, [{ key: KEY, first: 50 }]);
+        expect(history!.attempts.filter((a) => a.kind !== 'attempt')).toHaveLength(1);
+        expect((await getOperationByKey(suite.store, KEY))!.version).toBe(dead.version + 1);
+      } finally {
+        await again.close();
+      }
+    });
+  });
+});
