@@ -43,6 +43,8 @@ describeEachDialect('operations: attempt history', (suite) => {
     ]);
     expect(open.attempts[1]).toEqual({
       seq: 1,
+      kind: 'attempt',
+      actorDID: null,
       attempt: 1,
       startedAt: t0,
       sentAt: t0 + 1_000,
