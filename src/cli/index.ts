@@ -1,11 +1,12 @@
 /**
  * The command-line entry point: `tsx src/cli/index.ts <command> [args]`, as
  * the package scripts run it (`npm run token`, `demo`, `migrate`,
- * `retention`). Every command has the shape of `command.ts`.
+ * `retention`, `ops`). Every command has the shape of `command.ts`.
  */
 import { type Command, type CommandIO } from './command.js';
 import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
+import { opsCommand } from './ops.js';
 import { retentionCommand } from './retention.js';
 import { tokenCommand } from './token.js';
 
@@ -15,6 +16,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   demo: demoCommand,
   migrate: migrateCommand,
   retention: retentionCommand,
+  ops: opsCommand,
 };
 
 /** Runs the command named by the first argument with the rest; returns the exit code. */
