@@ -402,3 +402,33 @@ export async function operatorAction(
   await announce(ctx, 'operation', [changed.nodeKey]);
   return { operation: changed, lease: null };
 }
+
+/** What a bulk operator action answers. */
+export interface BulkActionPayload {
+  changed: number;
+  more: boolean;
+  operations: ConnectorOperation[];
+}
+
+/**
+ * `retryOperations`, `cancelOperations`, `requeueOperations`: an operator
+ * action on every matching operation (a service: any owner's; a user: their
+ * own), at most `cap`, all or nothing.
+ */
+export async function bulkOperatorAction(
+  action: operations.OperationAction,
+  input: { filter: OperationFilterArgs; cap?: number | null; reason?: string | null },
+  ctx: GraphQLContext,
+): Promise<BulkActionPayload> {
+  const actor = viewerDID(ctx.viewer);
+  const result = await operations.applyOperationActionToMany(ctx.store, {
+    filter: toStoreFilter(input.filter),
+    ownerDID: ctx.viewer.kind === 'service' ? null : actor,
+    action,
+    actorDID: actor,
+    reason: input.reason ?? null,
+    cap: input.cap ?? operations.MAX_BULK_ACTION,
+  });
+  await announce(ctx, 'operation', result.operations.map((op) => op.nodeKey));
+  return { changed: result.operations.length, more: result.more, operations: result.operations };
+}

@@ -440,6 +440,29 @@ const CancelOperationInput = builder.inputType('CancelOperationInput', {
     reason: t.string({ validate: textInput, description: 'Why; recorded in the history and as `lastError` (“cancelled: …”).' }),
   }),
 });
+const bulkFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
+  filter: t.field({ type: OperationFilter, required: true, description: 'Which operations; at least one condition (an empty filter is refused, never “all”).' }),
+  cap: t.int({
+    required: false,
+    validate: z.number().int().min(1).max(1_000).optional().nullable(),
+    description: 'At most this many, newest first (1 to 1 000, default 1 000); `more` says whether others matched.',
+  }),
+});
+const RetryOperationsInput = builder.inputType('RetryOperationsInput', { description: 'Retry every matching DEAD operation.', fields: (t) => bulkFields(t) });
+const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', { description: 'Make every matching live operation due now.', fields: (t) => bulkFields(t) });
+const CancelOperationsInput = builder.inputType('CancelOperationsInput', {
+  description: 'Give every matching live operation up.',
+  fields: (t) => ({ ...bulkFields(t), reason: t.string({ validate: textInput, description: 'Why; recorded on each.' }) }),
+});
+const BulkOperationActionPayload = builder.objectRef<resolve.BulkActionPayload>('BulkOperationActionPayload').implement({
+  description: 'What a bulk operator action changed: all of it in one transaction, or nothing.',
+  fields: (t) => ({
+    changed: t.exposeInt('changed', { description: 'How many operations changed.' }),
+    more: t.exposeBoolean('more', { description: 'True when more operations matched than the cap: run it again for the rest.' }),
+    operations: t.field({ type: [ConnectorOperation], description: 'The changed operations as they are now, newest first.', resolve: (r) => r.operations }),
+  }),
+});
+const BULK_ERRORS = [InputValidationError, InvalidInputError, ForbiddenError];
 const ACTION_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleVersionError, InvalidStateError, ForbiddenError];
 const directResult = (name: string, types: unknown[]) => ({ types: types as never[], directResult: true, union: { name } });
 
@@ -504,6 +527,30 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: RequeueOperationInput, required: true }) },
     errors: directResult('RequeueOperationResult', ACTION_ERRORS),
     resolve: async (_root, { input }, ctx) => resolve.operatorAction('requeue', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
+  }),
+  retryOperations: t.field({
+    ...mutation,
+    description: 'Operators: `retryOperation` on every matching DEAD operation you may act on (a service: all; a user: their own), at most `cap`, all or nothing.',
+    type: BulkOperationActionPayload,
+    args: { input: t.arg({ type: RetryOperationsInput, required: true }) },
+    errors: directResult('RetryOperationsResult', BULK_ERRORS),
+    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('retry', input, ctx),
+  }),
+  cancelOperations: t.field({
+    ...mutation,
+    description: 'Operators: `cancelOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
+    type: BulkOperationActionPayload,
+    args: { input: t.arg({ type: CancelOperationsInput, required: true }) },
+    errors: directResult('CancelOperationsResult', BULK_ERRORS),
+    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('cancel', input, ctx),
+  }),
+  requeueOperations: t.field({
+    ...mutation,
+    description: 'Operators: `requeueOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
+    type: BulkOperationActionPayload,
+    args: { input: t.arg({ type: RequeueOperationsInput, required: true }) },
+    errors: directResult('RequeueOperationsResult', BULK_ERRORS),
+    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('requeue', input, ctx),
   }),
   resumeDeferred: t.field({
     ...mutation,

@@ -27,8 +27,8 @@ describeGraphQL('graphql operations: operator actions', (suite) => {
     return Object.values(res.data as Record<string, any>)[0] as Record<string, any>;
   }
 
-  async function dead() {
-    const { fence, operation } = await claimed(suite);
+  async function dead(operationID = 'op-1') {
+    const { fence, operation } = await claimed(suite, { operationID });
     await mutateOK(suite, 'startOperationAttempt', fence);
     await mutateOK(suite, 'recordOperationAttempt', { ...fence, kind: 'FATAL', message: 'bad request' });
     return { fence, id: operation.id, version: fence.version };
@@ -69,5 +69,20 @@ describeGraphQL('graphql operations: operator actions', (suite) => {
     // Nothing changed on the way.
     const still = await act(RETRY, { id, version });
     expect(still).toMatchObject({ __typename: 'OperationPayload', operation: { version: version + 1 } });
+  });
+
+  it('bulk: retryOperations with a filter and a cap, only the viewer’s own; an empty filter is refused', async () => {
+    for (let i = 0; i < 3; i++) await dead(`bulk-${i}`);
+    const BULK = `mutation B($input: RetryOperationsInput!) { retryOperations(input: $input) {
+      __typename ... on Error { code message } ... on BulkOperationActionPayload { changed more operations { state attemptHistory(first: 1) { edges { node { kind actorDID } } } } } } }`;
+    const bulk = async (input: Record<string, unknown>, as: Principal = 'alice') => (await suite.gql(BULK, { input }, { as })).data.retryOperations;
+    expect(await bulk({ filter: {} })).toMatchObject({ __typename: 'InvalidInputError', message: expect.stringMatching(/at least one condition/) });
+    expect(await bulk({ filter: { states: ['DEAD'] } }, 'bob')).toMatchObject({ changed: 0, more: false, operations: [] });
+    const first = await bulk({ filter: { states: ['DEAD'] }, cap: 2 });
+    expect(first).toMatchObject({ __typename: 'BulkOperationActionPayload', changed: 2, more: true });
+    expect(first.operations[0]).toEqual({ state: 'ATTEMPTED', attemptHistory: { edges: [{ node: { kind: 'RETRY', actorDID: suite.keys.alice.did } }] } });
+    expect(await bulk({ filter: { lastKinds: ['FATAL'] }, cap: 1000 })).toMatchObject({ changed: 1, more: false });
+    const refused = await suite.gql(BULK, { input: { filter: { states: ['DEAD'] }, cap: 1001 } }, { as: 'alice' });
+    expect(refused.data.retryOperations.__typename).toBe('InputValidationError');
   });
 });

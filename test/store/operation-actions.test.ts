@@ -10,6 +10,7 @@ import { createStoreContext } from '../../src/store/context.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleLeaseError, StaleVersionError } from '../../src/store/errors.js';
 import {
   applyOperationAction,
+  applyOperationActionToMany,
   getAttemptHistories,
   getOperationByKey,
   markOperationSent,
@@ -87,6 +88,71 @@ describeEachDialect('operations: operator actions', (suite) => {
     expect(op).toMatchObject({ state: 'attempted', version: fence.version });
     const [history] = await getAttemptHistories(suite.store, [{ key: KEY, first: 10 }]);
     expect(history!.attempts).toEqual([]);
+  });
+
+  describe('bulk', () => {
+    async function deadMany(n: number, owner = claimInput().ownerDID) {
+      for (let i = 0; i < n; i++) {
+        const { fence } = await claimFresh(suite.store, { operationID: `bulk-${owner}-${i}`, ownerDID: owner, callerDID: owner });
+        await startOperationAttempt(suite.store, fence);
+        await recordOperationOutcome(suite.store, { ...fence, kind: 'fatal' });
+        suite.clock.advance(1);
+      }
+    }
+
+    it('applies to every match up to the cap, newest first, and says when more remain', async () => {
+      await deadMany(5);
+      const first = await applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 2 });
+      expect(first.operations.map((op) => op.operationID)).toEqual([`bulk-${claimInput().ownerDID}-4`, `bulk-${claimInput().ownerDID}-3`]);
+      expect(first.more).toBe(true);
+      expect(first.operations.every((op) => op.state === 'attempted' && op.attempts === 0)).toBe(true);
+      expect((await applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 2 })).more).toBe(true);
+      const last = await applyOperationActionToMany(suite.store, { filter: { lastKinds: ['fatal'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 1000 });
+      expect(last).toMatchObject({ more: false });
+      expect(last.operations).toHaveLength(1);
+      const histories = await getAttemptHistories(suite.store, first.operations.map((op) => ({ key: { callerDID: op.callerDID, operationID: op.operationID }, first: 5 })));
+      for (const h of histories) expect(h.attempts[0]).toMatchObject({ kind: 'retry', actorDID: OPERATOR });
+    });
+
+    it('a user’s bulk action touches only their own operations', async () => {
+      await deadMany(2, 'did:key:zMine');
+      await deadMany(2, 'did:key:zTheirs');
+      const mine = await applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: 'did:key:zMine', action: 'retry', actorDID: 'did:key:zMine', cap: 100 });
+      expect(mine.operations.map((op) => op.ownerDID)).toEqual(['did:key:zMine', 'did:key:zMine']);
+      const theirs = await getOperationByKey(suite.store, { callerDID: 'did:key:zTheirs', operationID: 'bulk-did:key:zTheirs-0' });
+      expect(theirs?.state).toBe('dead');
+    });
+
+    it('refuses an empty filter and a cap out of range, changing nothing', async () => {
+      await deadMany(1);
+      await expect(applyOperationActionToMany(suite.store, { filter: {}, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 10 })).rejects.toThrow(/at least one condition/);
+      await expect(applyOperationActionToMany(suite.store, { filter: { states: undefined }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 10 })).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 1001 })).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 0 })).rejects.toBeInstanceOf(InvalidInputError);
+      const [op] = (await applyOperationActionToMany(suite.store, { filter: { states: ['attempted'] }, ownerDID: null, action: 'requeue', actorDID: OPERATOR, cap: 10 })).operations;
+      expect(op).toBeUndefined();
+    });
+
+    it('never leaves half a batch applied: a failure while recording rolls every change back', async () => {
+      await deadMany(3);
+      // A fault in the database for the history of one operation of the batch.
+      const victim = `bulk-${claimInput().ownerDID}-1`;
+      if (suite.dialect === 'postgres') {
+        await sql.raw(`create function fail_history() returns trigger language plpgsql as $$ begin if new.operation_id = '${victim}' then raise exception 'injected fault'; end if; return new; end $$`).execute(suite.store.db);
+        await sql.raw('create trigger fail_history before insert on kubun_connector_operation_history for each row execute function fail_history()').execute(suite.store.db);
+      } else {
+        await sql.raw(`create trigger fail_history before insert on kubun_connector_operation_history when new.operation_id = '${victim}' begin select raise(abort, 'injected fault'); end`).execute(suite.store.db);
+      }
+      try {
+        await expect(applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 10 })).rejects.toThrow(/injected fault/);
+        const states = await suite.store.db.selectFrom('kubun_connector_operation').select(['state', 'version']).execute();
+        expect(states.every((row) => row.state === 'dead')).toBe(true);
+        expect(await suite.store.db.selectFrom('kubun_connector_operation_history').select('kind').where('kind', '!=', 'attempt').execute()).toEqual([]);
+      } finally {
+        await sql.raw(`drop trigger if exists fail_history${suite.dialect === 'postgres' ? ' on kubun_connector_operation_history' : ''}`).execute(suite.store.db);
+        if (suite.dialect === 'postgres') await sql.raw('drop function if exists fail_history()').execute(suite.store.db);
+      }
+    });
   });
 
   describe.runIf(suite.dialect === 'postgres')('on real parallel connections', () => {

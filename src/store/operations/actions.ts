@@ -12,10 +12,11 @@ import type { ExpressionBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
-import { recordAction, redactAttemptMessage } from './history.js';
+import { recordAction, recordActions, redactAttemptMessage } from './history.js';
+import { checkScope, filtered, filterMatchesNothing, type OperationFilter } from './list.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import { LIVE_OPERATION_STATES, type ConnectorOperation, type ConnectorOperationState, type OperationKey } from './types.js';
-import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
 
 /** What an operator may do to an operation. */
 export type OperationAction = 'retry' | 'cancel' | 'requeue';
@@ -75,7 +76,7 @@ export async function applyOperationAction(store: StoreContext, input: Operation
   });
 }
 
-function changes(eb: OperationEB, input: OperationActionInput, now: number) {
+function changes(eb: OperationEB, input: Pick<OperationActionInput, 'action' | 'reason'>, now: number) {
   switch (input.action) {
     case 'retry':
       return {
@@ -104,4 +105,76 @@ async function whyRefused(tx: StoreContext, input: OperationActionInput): Promis
   if (row === undefined) return new NotFoundError('operation');
   if (Number(row.version) !== input.version) return new StaleVersionError('operation');
   return new InvalidStateError(`cannot ${input.action} an operation that is ${row.state} (only ${FROM[input.action].join(' or ')})`);
+}
+
+/** The most operations one bulk action may change. */
+export const MAX_BULK_ACTION = 1_000;
+
+/** Input of {@link applyOperationActionToMany}. */
+export interface BulkOperationActionInput {
+  /** Which operations: at least one condition (an empty filter is refused, never "all"). */
+  filter: OperationFilter;
+  /** Only this owner's operations (a user acting on their own); null: a service, any owner. */
+  ownerDID: string | null;
+  action: OperationAction;
+  actorDID: string;
+  reason?: string | null;
+  /** At most this many, newest first (1 to {@link MAX_BULK_ACTION}). */
+  cap: number;
+}
+
+/** What a bulk action changed. */
+export interface BulkOperationActionResult {
+  /** The operations as changed, newest first. */
+  operations: ConnectorOperation[];
+  /** True when more operations matched than the cap: run it again for the rest. */
+  more: boolean;
+}
+
+/**
+ * An operator action on every operation the filter matches (and the action
+ * applies to), up to `cap`, in one transaction: all of them change, each
+ * with its history entry, or none (an error rolls the whole batch back).
+ * Rows are locked as they are chosen (Postgres), so a concurrent action or
+ * holder write waits and then finds the new version.
+ */
+export async function applyOperationActionToMany(store: StoreContext, input: BulkOperationActionInput): Promise<BulkOperationActionResult> {
+  requirePositiveInteger('cap', input.cap);
+  if (input.cap > MAX_BULK_ACTION) throw new InvalidInputError('cap', `must be at most ${MAX_BULK_ACTION}`);
+  requireNonEmptyString('actorDID', input.actorDID);
+  if (input.action === 'cancel') requireNonEmptyString('reason', input.reason);
+  if (input.ownerDID !== null) requireNonEmptyString('ownerDID', input.ownerDID);
+  const narrowing = Object.entries(input.filter).filter(([, value]) => value !== undefined);
+  if (narrowing.length === 0) throw new InvalidInputError('filter', 'must name at least one condition: a bulk action never applies to everything');
+  checkScope({ visibleTo: input.ownerDID, filter: input.filter });
+  if (filterMatchesNothing(input.filter)) return { operations: [], more: false };
+  const now = store.now();
+  return inTransaction(store, async (tx) => {
+    let chosen = filtered(tx.db.selectFrom(OPERATION_TABLE).select(['caller_did', 'operation_id']), input.filter, now)
+      .where('state', 'in', [...FROM[input.action]])
+      .orderBy('created_at', 'desc')
+      .orderBy('node_key', 'desc')
+      .limit(input.cap + 1);
+    if (input.ownerDID !== null) chosen = chosen.where('owner_did', '=', input.ownerDID);
+    if (tx.dialect === 'postgres') chosen = chosen.forUpdate();
+    const keys = await chosen.execute();
+    const more = keys.length > input.cap;
+    const batch = keys.slice(0, input.cap);
+    if (batch.length === 0) return { operations: [], more: false };
+    const rows = await tx.db
+      .updateTable(OPERATION_TABLE)
+      .set((eb) => ({ ...changes(eb, input, now), version: eb('version', '+', 1), lease_token: null, lease_expires_at: null, updated_at: now }))
+      .where((eb) => eb(eb.refTuple('caller_did', 'operation_id'), 'in', batch.map((k) => eb.tuple(k.caller_did, k.operation_id))))
+      .where('state', 'in', [...FROM[input.action]])
+      .returningAll()
+      .execute();
+    await recordActions(
+      tx,
+      rows.map((row) => ({ key: { callerDID: row.caller_did, operationID: row.operation_id }, attempt: Number(row.attempts) })),
+      { action: input.action, actorDID: input.actorDID, reason: input.reason ?? null },
+      now,
+    );
+    const operations = rows.map(rowToOperation).sort((a, b) => b.createdAt - a.createdAt || (a.nodeKey < b.nodeKey ? 1 : -1));
+    return { operations, more };
+  });
 }

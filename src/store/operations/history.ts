@@ -6,7 +6,8 @@
  * never hold a secret: the lease token, the send marker and anything that
  * looks like a bearer token or JWT are replaced before they are stored.
  */
-import type { OperationHistoryRow } from '../../db/tables.js';
+import type { ExpressionBuilder } from 'kysely';
+import type { Database, OperationHistoryRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
 import type { OperationDeferReason, OperationKey, OperationOutcomeKind } from './types.js';
@@ -85,37 +86,58 @@ export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: 
     .execute();
 }
 
+/** What an operator action records. */
+export interface ActionEntry {
+  action: Exclude<OperationHistoryKind, 'attempt'>;
+  actorDID: string;
+  reason: string | null;
+}
+
 /**
  * Records an operator action (inside the action's transaction): a closed
  * entry of its own, with who did it and the reason; an attempt left open by
  * the holder the action fenced out is closed at the same instant.
  */
-export async function recordAction(
-  tx: StoreContext,
-  key: OperationKey,
-  entry: { action: Exclude<OperationHistoryKind, 'attempt'>; actorDID: string; reason: string | null; attempt: number },
-  now: number,
-): Promise<void> {
-  await tx.db.updateTable(HISTORY_TABLE).set({ ended_at: now }).where('caller_did', '=', key.callerDID).where('operation_id', '=', key.operationID).where('ended_at', 'is', null).execute();
+export async function recordAction(tx: StoreContext, key: OperationKey, entry: ActionEntry & { attempt: number }, now: number): Promise<void> {
+  await recordActions(tx, [{ key, attempt: entry.attempt }], entry, now);
+}
+
+/** {@link recordAction} for many operations at once: two statements whatever their number. */
+export async function recordActions(tx: StoreContext, targets: readonly { key: OperationKey; attempt: number }[], entry: ActionEntry, now: number): Promise<void> {
+  if (targets.length === 0) return;
+  const inKeys = (eb: ExpressionBuilder<Database, any>) =>
+    eb(eb.refTuple('caller_did', 'operation_id'), 'in', targets.map((t) => eb.tuple(t.key.callerDID, t.key.operationID)));
+  await tx.db.updateTable(HISTORY_TABLE).set({ ended_at: now }).where(inKeys).where('ended_at', 'is', null).execute();
+  const message = redactAttemptMessage(entry.reason, []);
   await tx.db
     .insertInto(HISTORY_TABLE)
     .columns(['caller_did', 'operation_id', 'seq', 'kind', 'attempt', 'started_at', 'ended_at', 'actor_did', 'message'])
     .expression((eb) =>
       eb
-        .selectFrom(HISTORY_TABLE)
-        .select([
-          eb.val(key.callerDID).as('caller_did'),
-          eb.val(key.operationID).as('operation_id'),
-          eb(eb.fn.coalesce(eb.fn.max('seq'), eb.lit(0)), '+', 1).as('seq'),
-          eb.val(entry.action).as('kind'),
-          eb.val(entry.attempt).as('attempt'),
-          eb.val(now).as('started_at'),
-          eb.val(now).as('ended_at'),
-          eb.val(entry.actorDID).as('actor_did'),
-          eb.val(redactAttemptMessage(entry.reason, [])).as('message'),
+        .selectFrom('kubun_connector_operation as o')
+        .select((e) => [
+          'o.caller_did',
+          'o.operation_id',
+          e(
+            e.fn.coalesce(
+              e
+                .selectFrom(`${HISTORY_TABLE} as h`)
+                .select((h) => h.fn.max('h.seq').as('seq'))
+                .whereRef('h.caller_did', '=', 'o.caller_did')
+                .whereRef('h.operation_id', '=', 'o.operation_id'),
+              e.lit(0),
+            ),
+            '+',
+            1,
+          ).as('seq'),
+          e.val(entry.action).as('kind'),
+          'o.attempts',
+          e.val(now).as('started_at'),
+          e.val(now).as('ended_at'),
+          e.val(entry.actorDID).as('actor_did'),
+          e.val(message).as('message'),
         ])
-        .where('caller_did', '=', key.callerDID)
-        .where('operation_id', '=', key.operationID),
+        .where((e) => e(e.refTuple('o.caller_did', 'o.operation_id'), 'in', targets.map((t) => e.tuple(t.key.callerDID, t.key.operationID)))),
     )
     .execute();
 }

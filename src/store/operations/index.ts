@@ -5,7 +5,15 @@ export { claimOperation, type ClaimOperationInput, type ClaimOperationResult, ty
 export { acquireOperationLease, renewOperationLease, releaseOperationLease, type AcquireOperationLeaseResult } from './leases.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, type RecordOperationOutcomeInput } from './attempts.js';
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
-export { applyOperationAction, type OperationAction, type OperationActionInput } from './actions.js';
+export {
+  applyOperationAction,
+  applyOperationActionToMany,
+  MAX_BULK_ACTION,
+  type BulkOperationActionInput,
+  type BulkOperationActionResult,
+  type OperationAction,
+  type OperationActionInput,
+} from './actions.js';
 export { countAttemptHistory, getAttemptHistories, MAX_ATTEMPT_MESSAGE, redactAttemptMessage, type AttemptHistoryRequest, type OperationAttempt } from './history.js';
 export { recordReconcileResult, type RecordReconcileResultInput } from './reconcile.js';
 export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
