@@ -11,6 +11,7 @@ import { operationFinalizedLeaseMigration } from './0003-operation-finalized-lea
 import { operationCountsMigration } from './0004-operation-counts.js';
 import { operationHistoryMigration } from './0005-operation-history.js';
 import { operationFailureIndexesMigration } from './0006-operation-failure-indexes.js';
+import { syncStateProgressedAtMigration } from './0007-sync-state-progressed-at.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -23,5 +24,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0004-operation-counts': operationCountsMigration(types),
     '0005-operation-history': operationHistoryMigration(types),
     '0006-operation-failure-indexes': operationFailureIndexesMigration(types),
+    '0007-sync-state-progressed-at': syncStateProgressedAtMigration(types),
   };
 }

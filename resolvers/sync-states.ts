@@ -28,6 +28,7 @@ export interface SyncStateFilterArgs {
   connectorName?: string | null;
   ownerDID?: string | null;
   status?: string | null;
+  staleForMs?: number | null;
 }
 
 /** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner. */
@@ -37,6 +38,7 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
     ...(args.filter?.connectorName != null && { connectorName: args.filter.connectorName }),
     ...(args.filter?.ownerDID != null && { ownerDID: args.filter.ownerDID }),
     ...(args.filter?.status != null && { status: args.filter.status }),
+    ...(args.filter?.staleForMs != null && { staleForMs: args.filter.staleForMs }),
   };
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter };
   const page = await syncStates.listSyncStates(ctx.store, { ...scope, first: request.first, after: request.after ?? null });

@@ -25,6 +25,11 @@ export const SyncState = builder.loadableNode('SyncState', {
     status: t.exposeString('status', { description: 'Owned by the connector’s sync workflow.' }),
     error: t.exposeString('error', { nullable: true }),
     recovery: t.expose('recovery', { type: 'JSON', nullable: true }),
+    progressedAt: t.expose('progressedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When the store last wrote this state’s progress (its own clock, unlike `lastSyncedAt`, which is the connector’s text).',
+    }),
     version: t.exposeInt('version', { description: 'Advances by one on every progress write: send it back as expectedVersion.' }),
     incarnation: t.exposeString('incarnation', {
       nullable: true,
@@ -38,6 +43,12 @@ const SyncStateFilter = builder.inputType('SyncStateFilter', {
     connectorName: t.string({ required: false }),
     ownerDID: t.field({ type: 'DID', required: false }),
     status: t.string({ required: false }),
+    staleForMs: t.int({
+      required: false,
+      validate: z.number().int().min(1_000).max(365 * 86_400_000).optional().nullable(),
+      description:
+        'Stale syncs only: no progress written for at least this many ms (see `progressedAt`), or a lease that expired. What a dashboard shows as stuck.',
+    }),
   }),
 });
 

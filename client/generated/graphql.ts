@@ -411,6 +411,8 @@ export type SweepReceiptFilter = {
 export type SyncStateFilter = {
   connectorName?: string | null | undefined;
   ownerDID?: string | null | undefined;
+  /** Stale syncs only: no progress written for at least this many ms (see `progressedAt`), or a lease that expired. What a dashboard shows as stuck. */
+  staleForMs?: number | null | undefined;
   status?: string | null | undefined;
 };
 

@@ -19,6 +19,8 @@ export interface SyncStateTable {
   recovery: string | null;
   version: Generated<number>;
   incarnation: string | null;
+  /** When the store last wrote this state's progress (migration 0007), ms epoch. */
+  progressed_at: number | null;
 }
 
 export interface PendingAuthTable {

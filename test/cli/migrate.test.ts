@@ -22,11 +22,11 @@ async function run(argv: string[], env: Record<string, string> = { DATABASE_URL:
 describe('migrate command', () => {
   it('status, latest, status again, down: each says what it did', async () => {
     expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0001-initial {2}pending$/m) });
-    expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: up 0001-initial success\n.*: up 0002-sweep-receipt-node-key success\n.*: up 0003-operation-finalized-lease success\n.*: up 0004-operation-counts success\n.*: up 0005-operation-history success\n.*: up 0006-operation-failure-indexes success\n$/) });
+    expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: up 0001-initial success\n.*: up 0002-sweep-receipt-node-key success\n.*: up 0003-operation-finalized-lease success\n.*: up 0004-operation-counts success\n.*: up 0005-operation-history success\n.*: up 0006-operation-failure-indexes success\n.*: up 0007-sync-state-progressed-at success\n$/) });
     expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: nothing to do$/m) });
     expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0001-initial {2}applied \d{4}-/m) });
-    expect(await run(['down'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: down 0006-operation-failure-indexes success$/m) });
-    expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0006-operation-failure-indexes {2}pending$/m) });
+    expect(await run(['down'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: down 0007-sync-state-progressed-at success$/m) });
+    expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0007-sync-state-progressed-at {2}pending$/m) });
   });
 
   it('refuses a missing or unknown action with the usage (exit 2), and a bad DATABASE_URL with one line (exit 1)', async () => {

@@ -56,7 +56,7 @@ const INDEXES = [
   'idx_connector_sweep_receipt_owner_created',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at'];
 
 interface Introspected {
   tables: string[];

@@ -62,6 +62,16 @@ function scoped(store: StoreContext, { visibleTo, filter = {} }: SyncStateScope)
     if (filter.ownerDID !== undefined) conditions.push(eb('owner_did', '=', filter.ownerDID));
     if (filter.connectorName !== undefined) conditions.push(eb('connector_name', '=', filter.connectorName));
     if (filter.status !== undefined) conditions.push(eb('status', '=', filter.status));
+    if (filter.staleForMs !== undefined) {
+      const now = store.now();
+      conditions.push(
+        eb.or([
+          eb('progressed_at', 'is', null),
+          eb('progressed_at', '<=', now - filter.staleForMs),
+          eb.and([eb('lease_expires_at', 'is not', null), eb('lease_expires_at', '<=', now)]),
+        ]),
+      );
+    }
     return eb.and(conditions);
   });
 }

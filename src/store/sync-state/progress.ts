@@ -94,7 +94,7 @@ type CASRead = Pick<SyncState, 'connectorName' | 'ownerDID' | 'version' | 'incar
 async function casWrite(store: StoreContext, read: CASRead, next: SyncProgress): Promise<SyncState | null> {
   const row = await store.db
     .updateTable('kubun_connector_sync_state')
-    .set({ ...progressColumns(next), version: read.version + 1 })
+    .set({ ...progressColumns(next), version: read.version + 1, progressed_at: store.now() })
     .where('connector_name', '=', read.connectorName)
     .where('owner_did', '=', read.ownerDID)
     .where('version', '=', read.version)

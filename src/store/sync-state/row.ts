@@ -20,6 +20,7 @@ export function rowToSyncState(row: SyncStateRow): SyncState {
     recovery: decodeJSONColumn(row.recovery),
     version: Number(row.version),
     incarnation: row.incarnation,
+    progressedAt: row.progressed_at === null ? null : Number(row.progressed_at),
   };
 }
 
@@ -51,5 +52,6 @@ export function freshSyncStateRow(
     lease_expires_at: null,
     version: 0,
     incarnation: store.getRandomID(),
+    progressed_at: store.now(),
   };
 }

@@ -52,6 +52,7 @@ export async function setSyncState(store: StoreContext, connectorName: string, o
       oc.columns(['connector_name', 'owner_did']).doUpdateSet({
         ...progressColumns(state),
         status: state.status,
+        progressed_at: store.now(),
       }),
     )
     .returningAll()

@@ -27,6 +27,8 @@ export interface SyncState {
   version: number;
   /** Random per row life: a delete + recreate gets a new one, so a CAS cannot rebase across it. */
   incarnation: string | null;
+  /** When the store last wrote its progress (ms epoch, the store's clock); null before tracking. */
+  progressedAt: number | null;
 }
 
 /** What `setSyncState` writes. `error` and `recovery` default to `null`. */
@@ -70,4 +72,9 @@ export interface SyncStateFilter {
   connectorName?: string;
   ownerDID?: string;
   status?: SyncStatus;
+  /**
+   * Stale: no progress written for at least this many ms, or a lease that
+   * expired (`leaseExpiresAt` in the past). For dashboards' "stuck syncs".
+   */
+  staleForMs?: number;
 }
