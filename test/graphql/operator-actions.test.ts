@@ -85,4 +85,13 @@ describeGraphQL('graphql operations: operator actions', (suite) => {
     const refused = await suite.gql(BULK, { input: { filter: { states: ['DEAD'] }, cap: 1001 } }, { as: 'alice' });
     expect(refused.data.retryOperations.__typename).toBe('InputValidationError');
   });
+
+  it('retrying an operation whose request may have been sent makes it RECONCILE_ONLY, never a blind resend', async () => {
+    const { fence, operation } = await claimed(suite, { operationID: 'sent-1' });
+    await mutateOK(suite, 'startOperationAttempt', fence);
+    await mutateOK(suite, 'markOperationSent', { ...fence, sendMarker: 'm-1' });
+    await mutateOK(suite, 'recordOperationAttempt', { ...fence, kind: 'FATAL' });
+    const result = await act(RETRY, { id: operation.id, version: fence.version }, 'worker');
+    expect(result.operation).toMatchObject({ state: 'RECONCILE_ONLY', attempts: 0 });
+  });
 });
