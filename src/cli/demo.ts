@@ -4,11 +4,9 @@
  * `npm start` prints in development sees it.
  */
 import { LOCAL_KEY_PATH } from '../auth/index.js';
-import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
-import { migrateToLatest } from '../db/migrator.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
-import { loadConfig } from '../server/config.js';
 import { failureLine, usageError, wantsHelp, type Command } from './command.js';
+import { withConfiguredDatabase } from './database.js';
 
 export const demoCommand: Command = {
   usage: `usage: npm run demo
@@ -25,25 +23,23 @@ Then: npm start, and use the token it prints.
       return 0;
     }
     if (io.argv.length > 0) return usageError(io, demoCommand, `unknown argument ${JSON.stringify(io.argv[0])}`);
-    let database: OpenDatabase | undefined;
     try {
-      const config = loadConfig(io.env);
-      assertDemoAllowed(config.env);
-      database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: 2 });
-      await checkConnection(database);
-      await migrateToLatest(database.db, database.dialect);
-      const result = await seedLocalDemo(database, io.cwd);
-      io.stdout(
-        `demo data in ${database.target.display}: ${result.created} items written, ${result.existing} already there\n` +
-          `owner: ${result.ownerDID} (the key in ${result.keyPath})\n` +
-          'next: npm start, then use the bearer token it prints (or npm run -s token)\n',
+      return await withConfiguredDatabase(
+        io.env,
+        async (database) => {
+          const result = await seedLocalDemo(database, io.cwd);
+          io.stdout(
+            `demo data in ${database.target.display}: ${result.created} items written, ${result.existing} already there\n` +
+              `owner: ${result.ownerDID} (the key in ${result.keyPath})\n` +
+              'next: npm start, then use the bearer token it prints (or npm run -s token)\n',
+          );
+          return 0;
+        },
+        { poolMax: 2, before: (config) => assertDemoAllowed(config.env) },
       );
-      return 0;
     } catch (error) {
       io.stderr(failureLine('demo failed', error));
       return 1;
-    } finally {
-      await database?.close();
     }
   },
 };

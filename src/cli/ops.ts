@@ -4,9 +4,6 @@
  * functions as the API. Exit codes: 0 done, 1 refused or failed (not found,
  * changed meanwhile, wrong state, no database), 2 usage error.
  */
-import { checkConnection, openDatabase } from '../db/connect.js';
-import { migrateToLatest } from '../db/migrator.js';
-import { loadConfig } from '../server/config.js';
 import { createStoreContext, type StoreContext } from '../store/context.js';
 import { StoreError } from '../store/errors.js';
 import {
@@ -19,6 +16,7 @@ import {
   type OperationAction,
 } from '../store/operations/index.js';
 import { failureLine, usageError, wantsHelp, type Command, type CommandIO } from './command.js';
+import { withConfiguredDatabase } from './database.js';
 
 const USAGE = `usage: npm run ops -- <command> [args]
 
@@ -135,15 +133,7 @@ export const opsCommand: Command = {
     const parsed = parse(io.argv);
     if (typeof parsed === 'string') return usageError(io, opsCommand, parsed);
     try {
-      const config = loadConfig(io.env);
-      const database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs });
-      try {
-        await checkConnection(database);
-        await migrateToLatest(database.db, database.dialect);
-        return await run(io, createStoreContext(database.db, database.dialect), parsed);
-      } finally {
-        await database.close();
-      }
+      return await withConfiguredDatabase(io.env, (database) => run(io, createStoreContext(database.db, database.dialect), parsed));
     } catch (error) {
       // Refusals (changed meanwhile, wrong state) in their own words; anything else as one line.
       io.stderr(error instanceof StoreError ? `${parsed.command}: ${error.message}\n` : failureLine(parsed.command, error));

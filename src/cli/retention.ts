@@ -4,13 +4,11 @@
  * configuration (IDEMPOTENCY_WINDOW_MS). Prints one line per job; exits 1 if
  * any failed.
  */
-import { checkConnection, openDatabase } from '../db/connect.js';
-import { migrateToLatest } from '../db/migrator.js';
-import { loadConfig } from '../server/config.js';
 import { runJobsOnce, serverJobs } from '../server/jobs.js';
 import { createLogger } from '../server/logger.js';
 import { createStoreContext } from '../store/context.js';
 import { failureLine, usageError, wantsHelp, type Command } from './command.js';
+import { withConfiguredDatabase } from './database.js';
 
 export const retentionCommand: Command = {
   usage: `usage: npm run retention
@@ -27,11 +25,7 @@ finished operations past IDEMPOTENCY_WINDOW_MS and of applied sweep candidates.
     }
     if (io.argv.length > 0) return usageError(io, retentionCommand, `unknown argument ${JSON.stringify(io.argv[0])}`);
     try {
-      const config = loadConfig(io.env);
-      const database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs });
-      try {
-        await checkConnection(database);
-        await migrateToLatest(database.db, database.dialect);
+      return await withConfiguredDatabase(io.env, async (database, config) => {
         const store = createStoreContext(database.db, database.dialect);
         const results = await runJobsOnce(store, createLogger('silent'), serverJobs(config.jobs));
         for (const result of results) {
@@ -39,9 +33,7 @@ finished operations past IDEMPOTENCY_WINDOW_MS and of applied sweep candidates.
           io.stdout(`${result.name} (${result.durationMs} ms): ${detail}\n`);
         }
         return results.every((r) => r.ok) ? 0 : 1;
-      } finally {
-        await database.close();
-      }
+      });
     } catch (error) {
       io.stderr(failureLine('retention', error));
       return 1;

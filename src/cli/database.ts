@@ -1,0 +1,26 @@
+/**
+ * What the commands that work on data share: the server's configuration
+ * from the environment, its database opened, checked and migrated, and
+ * closed again whatever happens.
+ */
+import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
+import { migrateToLatest } from '../db/migrator.js';
+import { loadConfig, type ServerConfig } from '../server/config.js';
+
+/** Runs `work` on the configured database (DATABASE_URL, default the embedded SQLite file), migrated to the latest schema. */
+export async function withConfiguredDatabase<T>(
+  env: Readonly<Record<string, string | undefined>>,
+  work: (database: OpenDatabase, config: ServerConfig) => Promise<T>,
+  options: { poolMax?: number; before?: (config: ServerConfig) => void } = {},
+): Promise<T> {
+  const config = loadConfig(env);
+  options.before?.(config);
+  const database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs, ...(options.poolMax !== undefined && { poolMax: options.poolMax }) });
+  try {
+    await checkConnection(database);
+    await migrateToLatest(database.db, database.dialect);
+    return await work(database, config);
+  } finally {
+    await database.close();
+  }
+}
