@@ -177,5 +177,33 @@ describeEachDialect('operations: operator actions', (suite) => {
         await again.close();
       }
     });
+
+    it('20 concurrent cancels and requeues of one live operation, with its holder writing: exactly one action wins', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await startOperationAttempt(suite.store, fence);
+      const again = suite.database.connectAgain();
+      try {
+        const pools = [suite.store, createStoreContext(again.db, 'postgres', { now: suite.clock.now })];
+        await Promise.all(pools.flatMap((store) => Array.from({ length: TEST_POOL_SIZE }, () => sql`select pg_sleep(0.02)`.execute(store.db))));
+        const actions = Array.from({ length: 20 }, (_, i) =>
+          applyOperationAction(pools[i % 2]!, { key: KEY, version: fence.version, action: i % 2 === 0 ? 'cancel' : 'requeue', actorDID: `${OPERATOR}${i}`, reason: 'race' }),
+        );
+        const holder = markOperationSent(pools[1]!, { ...fence, sendMarker: 'racing' }).then(
+          () => 'sent',
+          (error: unknown) => (error instanceof StaleLeaseError ? 'fenced out' : Promise.reject(error)),
+        );
+        const results = await Promise.allSettled(actions);
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(StaleVersionError);
+        expect(['sent', 'fenced out']).toContain(await holder);
+        const op = (await getOperationByKey(suite.store, KEY))!;
+        expect(op.version).toBe(fence.version + 1);
+        expect(op.leaseExpiresAt).toBeNull();
+        // Whatever the holder managed before the action, nothing of its lease works after it.
+        await expect(recordOperationOutcome(suite.store, { ...fence, kind: 'retryable' })).rejects.toBeInstanceOf(StaleLeaseError);
+      } finally {
+        await again.close();
+      }
+    });
   });
 });
