@@ -19,6 +19,7 @@ import { COST_ARGUMENTS, schema } from '../../schema/index.js';
 import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
+import { corsPolicy, originAllowed } from './cors.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { useQueryCostBudget } from './query-cost.js';
@@ -79,6 +80,7 @@ export function createServerApp({
 
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
+    refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
     bodySizeLimit(config.limits.maxBodyBytes),
     jsonPostsOnly(),
     {
@@ -130,6 +132,8 @@ export function createServerApp({
     // From the installed package, inline: GraphiQL works on a machine without internet (no CDN).
     renderGraphiQL,
     healthCheckEndpoint: '/healthz',
+    // No cross-origin access unless CORS_ORIGINS lists the origin; never in the header mode.
+    cors: corsPolicy(config.corsOrigins, config.auth.insecureHeaderAuth),
     // Counts the bytes of bodies that declare no length (chunked uploads); bodySizeLimit only sees declared ones.
     maxRequestBodySize: config.limits.maxBodyBytes,
     logging: logger.child({ component: 'yoga' }),
@@ -253,5 +257,26 @@ function logUnexpectedErrors(): Plugin<GraphQLContext> {
         }
       },
     }),
+  };
+}
+
+/**
+ * In the development header mode, a request from another origin's page is
+ * refused before anything runs (403): the header is the identity there.
+ * Otherwise the CORS policy alone keeps foreign pages out.
+ */
+function refuseForeignOrigins(origins: readonly string[], insecureHeaderAuth: boolean): Plugin {
+  return {
+    onRequest: ({ request, endResponse, fetchAPI }) => {
+      if (!insecureHeaderAuth) return;
+      const origin = request.headers.get('origin');
+      if (originAllowed(origin, new URL(request.url).origin, origins, insecureHeaderAuth)) return;
+      endResponse(
+        new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'cross-origin requests are refused in the development header mode', extensions: { code: 'FORBIDDEN_ORIGIN' } }] }), {
+          status: 403,
+          headers: { 'content-type': 'application/json' },
+        }),
+      );
+    },
   };
 }

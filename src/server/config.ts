@@ -2,6 +2,7 @@
  * Server configuration from the environment, validated once at start-up.
  * Every problem is reported at once, one line each, naming the variable.
  */
+import { parseCorsOrigins } from './cors.js';
 import { z } from 'zod';
 import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
 import { parseDatabaseURL, type DatabaseTarget } from '../db/connect.js';
@@ -69,6 +70,8 @@ export interface ServerConfig {
     /** Development only: trust an `x-viewer-did` header. Refused unless HOST is loopback. */
     insecureHeaderAuth: boolean;
   };
+  /** Origins (scheme://host[:port]) whose pages may call this server from a browser; none by default. */
+  corsOrigins: readonly string[];
   graphiql: boolean;
   introspection: boolean;
   db: { statementTimeoutMs: number; poolMax: number };
@@ -127,6 +130,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   } catch (error) {
     problems.push(`DATABASE_URL: ${(error as Error).message}`);
   }
+  let corsOrigins: string[] = [];
+  try {
+    corsOrigins = parseCorsOrigins(env.CORS_ORIGINS);
+  } catch (error) {
+    problems.push(`CORS_ORIGINS: ${(error as Error).message}`);
+  }
   const access = EnvSchema.pick({ NODE_ENV: true, HOST: true, INSECURE_HEADER_AUTH: true }).safeParse(env);
   if (access.success && access.data.INSECURE_HEADER_AUTH && !LOOPBACK.has(access.data.HOST)) {
     problems.push(`INSECURE_HEADER_AUTH: only allowed when HOST is a loopback address, got ${access.data.HOST}`);
@@ -143,6 +152,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     database,
     logLevel: e.LOG_LEVEL,
     auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
+    corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',
     introspection: e.INTROSPECTION,
     db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX },

@@ -75,6 +75,8 @@ async function main(): Promise<void> {
     maxConnections: config.limits.maxWebSocketConnections,
     connectionInitTimeoutMs: config.limits.webSocketInitTimeoutMs,
     closeTimeoutMs: config.shutdownGraceMs,
+    corsOrigins: config.corsOrigins,
+    insecureHeaderAuth: config.auth.insecureHeaderAuth,
   });
   await listen(server, config.port, config.host);
   const address = server.address();

@@ -10,6 +10,7 @@ import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs } 
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
+import { originAllowed, ownOriginOf } from './cors.js';
 import type { ServerApp } from './app.js';
 import type { Logger } from './logger.js';
 
@@ -22,6 +23,10 @@ export interface GraphQLWebSocketOptions {
   maxConnections?: number;
   /** How long a client has to send `connection_init` before the socket is closed (4408). Default: 3 000 ms. */
   connectionInitTimeoutMs?: number;
+  /** Origins whose pages may open a socket besides the server's own (CORS_ORIGINS); none in the header mode. */
+  corsOrigins?: readonly string[];
+  /** The development header mode: then only the server's own pages (or non-browser clients) may connect. */
+  insecureHeaderAuth?: boolean;
   /** How long `close()` waits for clients to finish the closing handshake before cutting them off. Default: 5 000 ms. */
   closeTimeoutMs?: number;
 }
@@ -47,7 +52,14 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
     path,
     maxPayload: options.maxPayloadBytes,
     // Refused before the upgrade: many identities (or none) cannot hold unbounded sockets.
-    verifyClient: (_info, done) => (wss.clients.size >= maxConnections ? done(false, 503, 'too many WebSocket connections; retry later') : done(true)),
+    verifyClient: (info, done) => {
+      if (wss.clients.size >= maxConnections) return done(false, 503, 'too many WebSocket connections; retry later');
+      // A page on another origin may not open a socket unless listed (cross-site WebSocket hijacking).
+      if (!originAllowed(info.origin || null, ownOriginOf({ headers: info.req.headers, encrypted: info.secure }), options.corsOrigins ?? [], options.insecureHeaderAuth ?? false)) {
+        return done(false, 403, 'this origin may not open a WebSocket here');
+      }
+      return done(true);
+    },
   });
   // Only what the context factory reads: spreading graphql-ws's own context
   // would put its `subscriptions` map where the per-viewer limiter belongs.

@@ -69,6 +69,14 @@ describe('server configuration', () => {
     expect(problemsOf({ INSECURE_HEADER_AUTH: 'maybe' })[0]).toMatch(/^INSECURE_HEADER_AUTH: /);
   });
 
+  it('reads CORS_ORIGINS as exact origins (none by default) and names anything else', () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: 'https://dash.example.com, http://127.0.0.1:5173' }).corsOrigins).toEqual(['https://dash.example.com', 'http://127.0.0.1:5173']);
+    for (const bad of ['*', 'https://dash.example.com/', 'dash.example.com', 'https://a.example/path', 'ftp://a.example']) {
+      expect(problemsOf({ CORS_ORIGINS: bad }), bad).toEqual([expect.stringMatching(/^CORS_ORIGINS: .* is not an origin/)]);
+    }
+  });
+
   it('names SERVICE_DIDS entries that are not DIDs, and accepts a list of DIDs', () => {
     const problems = problemsOf({ SERVICE_DIDS: 'did:key:z6MkWorker, not-a-did' });
     expect(problems).toHaveLength(1);
