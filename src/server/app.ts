@@ -22,6 +22,7 @@ import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
+import { useRequestLog } from './request-log.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
@@ -77,9 +78,11 @@ export function createServerApp({
     return id;
   };
   let ready = true;
+  const requestLog = useRequestLog(logger, config.slowRequestMs, requestIDOf);
 
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
+    requestLog,
     refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
     bodySizeLimit(config.limits.maxBodyBytes),
     jsonPostsOnly(),
@@ -172,6 +175,7 @@ export function createServerApp({
         throw error;
       }
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
+      if (request !== undefined) requestLog.noteViewer(request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
       await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip: req?.socket?.remoteAddress ?? null });
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });

@@ -20,6 +20,8 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+  SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
   AUTH_AUDIENCE: z.string().min(1).default(DEFAULT_AUDIENCE),
   SERVICE_DIDS: z
     .string()
@@ -64,6 +66,10 @@ export interface ServerConfig {
   host: string;
   database: DatabaseTarget;
   logLevel: string;
+  /** `pretty` (pino-pretty, for a terminal) by default in development, JSON lines otherwise. */
+  logFormat: 'json' | 'pretty';
+  /** Requests slower than this are logged at warn. */
+  slowRequestMs: number;
   auth: {
     audience: string;
     serviceDIDs: ReadonlySet<string>;
@@ -151,6 +157,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     database,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT ?? (e.NODE_ENV === 'development' ? 'pretty' : 'json'),
+    slowRequestMs: e.SLOW_REQUEST_MS,
     auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
     corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',

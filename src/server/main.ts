@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   if (unknown !== undefined) throw new Error(`unknown argument ${JSON.stringify(unknown)} (npm start takes only --demo)`);
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, config.logFormat);
   // One server per embedded database file (its change feed lives in this process).
   const sqliteLock = config.database.dialect === 'sqlite' && config.database.path !== ':memory:' ? acquireSQLiteServerLock(config.database.path) : undefined;
   process.on('exit', () => sqliteLock?.release());

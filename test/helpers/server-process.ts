@@ -41,6 +41,8 @@ export async function startServerProcess(env: Record<string, string>, options: {
       HOME: process.env.HOME ?? '',
       HOST: '127.0.0.1',
       PORT: '0',
+      // The tests read the logs as JSON lines, whatever NODE_ENV says.
+      LOG_FORMAT: 'json',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

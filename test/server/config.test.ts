@@ -69,6 +69,14 @@ describe('server configuration', () => {
     expect(problemsOf({ INSECURE_HEADER_AUTH: 'maybe' })[0]).toMatch(/^INSECURE_HEADER_AUTH: /);
   });
 
+  it('logs pretty in development and JSON elsewhere unless LOG_FORMAT says otherwise', () => {
+    expect(loadConfig({ NODE_ENV: 'development' }).logFormat).toBe('pretty');
+    expect(loadConfig({ NODE_ENV: 'production' }).logFormat).toBe('json');
+    expect(loadConfig({ NODE_ENV: 'development', LOG_FORMAT: 'json' }).logFormat).toBe('json');
+    expect(loadConfig({}).slowRequestMs).toBe(1_000);
+    expect(problemsOf({ LOG_FORMAT: 'xml' })).toEqual([expect.stringMatching(/^LOG_FORMAT/)]);
+  });
+
   it('reads CORS_ORIGINS as exact origins (none by default) and names anything else', () => {
     expect(loadConfig({}).corsOrigins).toEqual([]);
     expect(loadConfig({ CORS_ORIGINS: 'https://dash.example.com, http://127.0.0.1:5173' }).corsOrigins).toEqual(['https://dash.example.com', 'http://127.0.0.1:5173']);

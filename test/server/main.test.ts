@@ -69,7 +69,8 @@ describe('npm start (process)', () => {
   });
 
   it('in development with --demo: prints a banner whose token and curl work, runs the jobs, stops cleanly on SIGTERM', async () => {
-    running = start(cwd, { NODE_ENV: 'development', LOG_LEVEL: 'debug', RETENTION_INTERVAL_MS: '60000' }, ['--demo']);
+    // JSON logs asked for explicitly (development defaults to pino-pretty) so the test can read them.
+    running = start(cwd, { NODE_ENV: 'development', LOG_FORMAT: 'json', LOG_LEVEL: 'debug', RETENTION_INTERVAL_MS: '60000' }, ['--demo']);
     const banner = await waitFor(() => (running!.stderr().includes('No data yet?') ? running!.stderr() : undefined), 'the banner');
     const url = await waitFor(() => listeningURL(running!), 'the listening log line');
     const token = /^ {3}TOKEN=(\S+)$/m.exec(banner)?.[1];
