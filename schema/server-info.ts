@@ -1,9 +1,14 @@
 /** `serverInfo`: what this server runs on, for operators and smoke tests. Open to anonymous callers. */
+import { createRequire } from 'node:module';
 import { builder } from './builder.js';
+
+/** The release this server is, from package.json (one place to bump it; see CHANGELOG.md). */
+const VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
 const ServerInfo = builder.simpleObject('ServerInfo', {
   description: 'The server and the database dialect it runs on.',
   fields: (t) => ({
+    version: t.string({ description: 'This server’s release (package.json `version`; changes are listed in CHANGELOG.md).' }),
     dialect: t.string({ description: '`postgres` or `sqlite`.' }),
     viewerDID: t.field({ type: 'DID', nullable: true, description: 'The DID the request was authenticated as, if any.' }),
     viewerIsService: t.boolean({ description: 'Whether the viewer is a configured service principal.' }),
@@ -14,6 +19,7 @@ builder.queryField('serverInfo', (t) =>
   t.field({
     type: ServerInfo,
     resolve: (_root, _args, ctx) => ({
+      version: VERSION,
       dialect: ctx.store.dialect,
       viewerDID: ctx.viewer.kind === 'anonymous' ? null : ctx.viewer.did,
       viewerIsService: ctx.viewer.kind === 'service',

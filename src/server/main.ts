@@ -126,6 +126,8 @@ async function main(): Promise<void> {
         await jobsStopped;
         await websocketClosed;
         await changes.close();
+        // Yoga's own disposables (plugins' onDispose hooks, pending waitUntil work).
+        await Promise.resolve(app.yoga.dispose()).catch((error: unknown) => logger.warn({ err: error }, 'disposing the GraphQL server failed'));
         await database.close();
         logger.info('stopped');
         process.exit(0);

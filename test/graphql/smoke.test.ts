@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
 import { describeGraphQL } from '../helpers/graphql.js';
 
 describeGraphQL('graphql smoke', (suite) => {
-  it('answers serverInfo with the viewer and dialect', async () => {
-    const res = await suite.gql('{ serverInfo { dialect viewerDID viewerIsService } }', {}, { as: 'worker' });
-    expect(res).toEqual({ data: { serverInfo: { dialect: suite.dialect, viewerDID: suite.keys.worker.did, viewerIsService: true } } });
+  it('answers serverInfo with the release, the viewer and dialect', async () => {
+    const res = await suite.gql('{ serverInfo { version dialect viewerDID viewerIsService } }', {}, { as: 'worker' });
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(res).toEqual({ data: { serverInfo: { version, dialect: suite.dialect, viewerDID: suite.keys.worker.did, viewerIsService: true } } });
+    expect(readFileSync(new URL('../../CHANGELOG.md', import.meta.url), 'utf8')).toContain(`## ${version}`);
   });
 
   it('refuses a bad token with 401 and a WWW-Authenticate challenge', async () => {
