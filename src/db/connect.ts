@@ -22,6 +22,7 @@ import {
 } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import pg from 'pg';
+import { classifyDatabaseError } from './errors.js';
 import type { Database } from './tables.js';
 
 export type DialectName = 'postgres' | 'sqlite';
@@ -178,7 +179,22 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
   // pg-pool listens for errors only on idle clients; a client whose backend is
   // terminated mid-query emits 'error' too, and an unheard 'error' event would
   // end the process. The query itself still fails, and the request with it.
-  pool.on('connect', (client) => client.on('error', (error) => options.onPoolError?.(error)));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.onPoolError?.(error));
+    // A query that failed because the backend went away (terminated, restarted) leaves a
+    // client that may still look usable for a moment; ending it now makes the pool drop it
+    // on release instead of lending it to the next request.
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    client.query = ((...args: unknown[]) => {
+      const result = query(...args);
+      if (result instanceof Promise) {
+        result.catch((error: unknown) => {
+          if (classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
+        });
+      }
+      return result;
+    }) as typeof client.query;
+  });
   pool.on('error', () => {
     // Idle clients: already reported through the client listener above.
   });
