@@ -72,6 +72,22 @@ describeGraphQL('subscriptions (in process)', (suite) => {
     expect(bobs.events).toEqual([]);
   });
 
+  it('operationsChanged takes the failure filters too: lastKinds and stuck', async () => {
+    const failing = await subscribe(OPERATIONS_CHANGED, { filter: { lastKinds: ['FATAL'] } });
+    const stuck = await subscribe(OPERATIONS_CHANGED, { filter: { stuck: true } });
+    const { operation, lease } = await claim('op-f');
+    const fence = { id: operation.id, version: lease.version, leaseToken: lease.token };
+    for (const [name, input] of [['startOperationAttempt', fence], ['recordOperationAttempt', { ...fence, kind: 'FATAL', message: 'no' }]] as const) {
+      const res = await suite.gql(operationMutationDocument(name), { input });
+      expect(res.data[name].__typename).toBe('OperationPayload');
+    }
+    await failing.waitFor(1);
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    // Only the FATAL outcome matched (not the claim or the start); a dead operation is never stuck.
+    expect(failing.events.map((e) => [e.data.operationsChanged.operationID, e.data.operationsChanged.state])).toEqual([['op-f', 'DEAD']]);
+    expect(stuck.events).toEqual([]);
+  });
+
   it('a refused or lost write emits nothing', async () => {
     const { operation, lease } = await claim('op-4');
     const sub = await subscribe(OPERATIONS_CHANGED);
