@@ -22,6 +22,7 @@ import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
+import { createMetrics } from './metrics.js';
 import { useRequestLog } from './request-log.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
@@ -80,9 +81,25 @@ export function createServerApp({
   let ready = true;
   const requestLog = useRequestLog(logger, config.slowRequestMs, requestIDOf);
 
+  const metrics = config.metrics.enabled
+    ? createMetrics({
+        token: config.metrics.token,
+        cacheMs: config.metrics.cacheMs,
+        store,
+        changes,
+        subscriptionsByTransport: () => subscriptions.byTransport(),
+        pool: database.pgPool,
+        logger: logger.child({ component: 'metrics' }),
+      })
+    : undefined;
+  const sseSubscriptions = subscriptions.over('sse');
+  const webSocketSubscriptions = subscriptions.over('websocket');
+
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
     requestLog,
+    // Before the origin and content-type checks: a scrape is a plain GET from anywhere the token (if any) allows.
+    ...(metrics?.plugins ?? []),
     refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
     jsonPostsOnly(),
     {
@@ -178,7 +195,15 @@ export function createServerApp({
       // Before anything is read or written; no proxy header is trusted for the address.
       await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip: req?.socket?.remoteAddress ?? null });
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
-      return createGraphQLContext({ store, changes, subscriptions, requestID, viewer, credentialsExpireAt, log });
+      return createGraphQLContext({
+        store,
+        changes,
+        subscriptions: request === undefined ? webSocketSubscriptions : sseSubscriptions,
+        requestID,
+        viewer,
+        credentialsExpireAt,
+        log,
+      });
     },
     plugins,
   });

@@ -22,6 +22,9 @@ const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
   SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
+  METRICS: bool.default(true),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional(),
+  METRICS_CACHE_MS: int(0, 600_000).default(5_000),
   AUTH_AUDIENCE: z.string().min(1).default(DEFAULT_AUDIENCE),
   SERVICE_DIDS: z
     .string()
@@ -70,6 +73,8 @@ export interface ServerConfig {
   logFormat: 'json' | 'pretty';
   /** Requests slower than this are logged at warn. */
   slowRequestMs: number;
+  /** `GET /metrics` (Prometheus): on by default; `token` makes scrapes send it as a bearer token; store gauges are reused for `cacheMs`. */
+  metrics: { enabled: boolean; token: string | undefined; cacheMs: number };
   auth: {
     audience: string;
     serviceDIDs: ReadonlySet<string>;
@@ -159,6 +164,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT ?? (e.NODE_ENV === 'development' ? 'pretty' : 'json'),
     slowRequestMs: e.SLOW_REQUEST_MS,
+    metrics: { enabled: e.METRICS, token: e.METRICS_TOKEN, cacheMs: e.METRICS_CACHE_MS },
     auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
     corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',

@@ -14,8 +14,9 @@ import { GraphQLError } from 'graphql';
 export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Number.POSITIVE_INFINITY) {
   const open = new Map<string, number>();
   let total = 0;
+  const perTransport = new Map<string, number>();
   const streams = new Set<() => void>();
-  return {
+  const limiter = {
     /** Remembers how to end a stream; returns the function that forgets it. */
     register(end: () => void): () => void {
       streams.add(end);
@@ -25,7 +26,8 @@ export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Numbe
     closeAll(): void {
       for (const end of [...streams]) end();
     },
-    open(viewer: string): () => void {
+    /** Opens one for `viewer` over `transport` (for metrics: `sse`, `websocket`); throws at a cap. Returns its release. */
+    open(viewer: string, transport = 'sse'): () => void {
       const count = open.get(viewer) ?? 0;
       if (count >= maxPerViewer) {
         throw new GraphQLError(`too many open subscriptions (at most ${maxPerViewer} per viewer)`, {
@@ -40,11 +42,13 @@ export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Numbe
       }
       open.set(viewer, count + 1);
       total++;
+      perTransport.set(transport, (perTransport.get(transport) ?? 0) + 1);
       let released = false;
       return () => {
         if (released) return;
         released = true;
         total--;
+        perTransport.set(transport, (perTransport.get(transport) ?? 1) - 1);
         const left = (open.get(viewer) ?? 1) - 1;
         if (left <= 0) open.delete(viewer);
         else open.set(viewer, left);
@@ -54,5 +58,12 @@ export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Numbe
     count: (viewer: string) => open.get(viewer) ?? 0,
     /** Open subscriptions of every viewer. */
     total: () => total,
+    /** Open subscriptions per transport (metrics). */
+    byTransport: (): ReadonlyMap<string, number> => perTransport,
+    /** The same limiter, opening over one transport: what a request's context gets. */
+    over(transport: string) {
+      return { open: (viewer: string) => limiter.open(viewer, transport), register: (end: () => void) => limiter.register(end) };
+    },
   };
+  return limiter;
 }

@@ -127,7 +127,11 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
     expect(alice.results[0]).toEqual({ data: { operationsChanged: expect.objectContaining({ operationID: 'op-ws-1', state: 'ATTEMPTED' }) } });
     await new Promise((r) => setTimeout(r, 300));
     expect(mallory.results).toEqual([]);
+    // /metrics counts them as WebSocket subscriptions.
+    const scrape = async () => (await (await fetch(`${server!.origin}/metrics`)).text()).match(/^connector_store_subscriptions_open\{transport="websocket"\} (\d+)$/m)?.[1];
+    expect(await scrape()).toBe('2');
     await Promise.all([alice.close(), mallory.close()]);
+    await expect.poll(scrape).toBe('0');
   });
 
   it('a bad token fails the connection with 4401 (not retried by clients)', async () => {
