@@ -8,6 +8,7 @@ import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
+import type { TracerProvider } from '@opentelemetry/api';
 import { GraphQLError } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
@@ -24,6 +25,7 @@ import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
 import { useRequestLog } from './request-log.js';
+import { useTracing } from './tracing.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
@@ -40,6 +42,8 @@ export interface ServerAppOptions {
   changes?: ChangeFeed;
   /** Request-rate limits. Default: counted in this process with `config.rateLimits`. */
   rateLimiter?: RequestRateLimiter;
+  /** Traces each GraphQL operation as a span when given (see tracing.ts). */
+  tracerProvider?: TracerProvider;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -65,6 +69,7 @@ export function createServerApp({
   storeDeps,
   changes = createInProcessChangeFeed(),
   rateLimiter = createMemoryRateLimiter(config.rateLimits),
+  tracerProvider,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
@@ -140,6 +145,8 @@ export function createServerApp({
     // execution and, for subscriptions, frees everything the stream held.
     useExecutionCancellation(),
     useCompiledExecution(),
+    // Last: it wraps whichever execute function the plugins above chose, so SQL spans nest under it.
+    ...(tracerProvider !== undefined ? [useTracing(tracerProvider)] : []),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection());
 

@@ -17,6 +17,7 @@ import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
+import { sqlSpans, startTracing } from './tracing.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 async function main(): Promise<void> {
@@ -26,6 +27,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
   const logger = createLogger(config.logLevel, undefined, config.logFormat);
+  // Off unless the OTEL_* variables ask for it; started before anything it traces.
+  const tracing = await startTracing(logger.child({ component: 'tracing' }));
   // One server per embedded database file (its change feed lives in this process).
   const sqliteLock = config.database.dialect === 'sqlite' && config.database.path !== ':memory:' ? acquireSQLiteServerLock(config.database.path) : undefined;
   process.on('exit', () => sqliteLock?.release());
@@ -33,6 +36,7 @@ async function main(): Promise<void> {
     statementTimeoutMs: config.db.statementTimeoutMs,
     poolMax: config.db.poolMax,
     onPoolError: (error) => logger.error({ err: error }, 'a pooled database connection failed'),
+    ...(tracing !== undefined && { log: sqlSpans(tracing.provider, config.database.dialect) }),
   });
   await checkConnection(database);
   const applied = await migrateToLatest(database.db, database.dialect);
@@ -57,7 +61,14 @@ async function main(): Promise<void> {
   // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
   const rateLimiter =
     config.rateLimits.store === 'postgres' && database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
-  const app = createServerApp({ config, database, logger, changes, ...(rateLimiter !== undefined && { rateLimiter }) });
+  const app = createServerApp({
+    config,
+    database,
+    logger,
+    changes,
+    ...(rateLimiter !== undefined && { rateLimiter }),
+    ...(tracing !== undefined && { tracerProvider: tracing.provider }),
+  });
   const server = createServer(
     {
       headersTimeout: config.http.headersTimeoutMs,
@@ -129,6 +140,8 @@ async function main(): Promise<void> {
         // Yoga's own disposables (plugins' onDispose hooks, pending waitUntil work).
         await Promise.resolve(app.yoga.dispose()).catch((error: unknown) => logger.warn({ err: error }, 'disposing the GraphQL server failed'));
         await database.close();
+        // Buffered spans are exported before the process ends.
+        await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'flushing traces failed'));
         logger.info('stopped');
         process.exit(0);
       });
