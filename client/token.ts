@@ -17,14 +17,33 @@ export const MAX_TOKEN_LIFETIME_SECONDS = 3_600;
 /** Default of {@link TokenSourceOptions.renewBeforeSeconds}. */
 export const DEFAULT_RENEW_BEFORE_SECONDS = 60;
 
-/** An Ed25519 private key as a JWK, as `npm run token` keeps it in `data/local-key.json`. */
+/**
+ * An Ed25519 private key as a JWK, `{ kty: 'OKP', crv: 'Ed25519', d, x }`: as
+ * `npm run token` keeps it in `data/local-key.json` and as Web Crypto exports
+ * it. Loosely typed so a `JsonWebKey` fits; the members are checked on import.
+ */
 export interface Ed25519PrivateJWK {
-  kty: 'OKP';
-  crv: 'Ed25519';
-  /** The 32-byte private seed, base64url. */
-  d: string;
+  /** Must be `'OKP'`. */
+  kty?: string;
+  /** Must be `'Ed25519'`. */
+  crv?: string;
+  /** The 32-byte private seed, base64url. Required. */
+  d?: string;
   /** The 32-byte public key, base64url. Optional; when present it must belong to `d`. */
   x?: string;
+}
+
+// Web Crypto's types by way of the `crypto` global, which both the DOM library
+// and @types/node declare; the names `CryptoKey` and `CryptoKeyPair` are
+// global only in the DOM library, and this file type-checks with either.
+type WebCrypto = typeof globalThis.crypto;
+type Subtle = WebCrypto['subtle'];
+/** A Web Crypto key (`CryptoKey`). */
+export type WebCryptoKey = Awaited<ReturnType<Subtle['importKey']>>;
+/** A Web Crypto key pair (`CryptoKeyPair`), as `crypto.subtle.generateKey({ name: 'Ed25519' }, …)` makes it. */
+export interface Ed25519KeyPair {
+  privateKey: WebCryptoKey;
+  publicKey: WebCryptoKey;
 }
 
 /** A key ready to sign tokens: the Web Crypto private key and the did:key of its public half. */
@@ -34,7 +53,7 @@ export interface SigningKey {
   /** The JWS `kid`: the did:key's verification method (`did:key:z…#z…`). */
   readonly kid: string;
   /** An Ed25519 private key with the `sign` usage (not extractable when imported here). */
-  readonly privateKey: CryptoKey;
+  readonly privateKey: WebCryptoKey;
 }
 
 /**
@@ -43,7 +62,7 @@ export interface SigningKey {
  * non-extractable, e.g. kept in IndexedDB), or a {@link SigningKey} imported
  * before.
  */
-export type TokenKey = Ed25519PrivateJWK | Uint8Array | CryptoKeyPair | SigningKey;
+export type TokenKey = Ed25519PrivateJWK | Uint8Array | Ed25519KeyPair | SigningKey;
 
 const DID_KEY_PREFIX = 'did:key:';
 // Multicodec varint of `ed25519-pub`.
@@ -210,8 +229,8 @@ function checkAudience(audience: string): void {
   if (typeof audience !== 'string' || audience === '') throw new TypeError('audience must be a non-empty string');
 }
 
-function subtle(): SubtleCrypto {
-  const webCrypto = (globalThis as { crypto?: Crypto }).crypto;
+function subtle(): Subtle {
+  const webCrypto = (globalThis as { crypto?: WebCrypto }).crypto;
   if (webCrypto?.subtle === undefined) {
     // Browsers expose it only in secure contexts (https:// or localhost).
     throw new TypeError('Web Crypto (crypto.subtle) is not available here; in a browser it needs a secure context (https)');
@@ -227,7 +246,7 @@ async function importSeed(seed: Uint8Array, expectedX?: string): Promise<Signing
   der.set(PKCS8_ED25519_PREFIX, 0);
   der.set(seed, PKCS8_ED25519_PREFIX.length);
   let x: string | undefined;
-  let privateKey: CryptoKey;
+  let privateKey: WebCryptoKey;
   try {
     // Web Crypto has no "public key of this private key"; a private key's JWK
     // export carries `x`, so import once extractable to read it, then keep a
@@ -249,7 +268,7 @@ async function importSeed(seed: Uint8Array, expectedX?: string): Promise<Signing
 }
 
 async function importJWK(jwk: Ed25519PrivateJWK): Promise<SigningKey> {
-  const { kty, crv, d, x } = jwk as unknown as Record<string, unknown>;
+  const { kty, crv, d, x } = jwk as Record<string, unknown>;
   if (kty !== 'OKP' || crv !== 'Ed25519' || typeof d !== 'string' || (x !== undefined && typeof x !== 'string')) {
     throw new TypeError('private key must be an Ed25519 private JWK ({ kty: "OKP", crv: "Ed25519", d, x })');
   }
@@ -266,7 +285,7 @@ async function importJWK(jwk: Ed25519PrivateJWK): Promise<SigningKey> {
   }
 }
 
-async function importKeyPair(pair: CryptoKeyPair): Promise<SigningKey> {
+async function importKeyPair(pair: Ed25519KeyPair): Promise<SigningKey> {
   const { privateKey, publicKey } = pair;
   if (!isEd25519(privateKey, 'private') || !isEd25519(publicKey, 'public') || !privateKey.usages.includes('sign')) {
     throw new TypeError('key pair must be a Web Crypto Ed25519 key pair whose private key may sign');
@@ -289,11 +308,11 @@ function checkedSigningKey(key: SigningKey): SigningKey {
   return key;
 }
 
-function isEd25519(key: unknown, type: 'private' | 'public'): key is CryptoKey {
-  return typeof key === 'object' && key !== null && (key as CryptoKey).type === type && (key as CryptoKey).algorithm?.name === 'Ed25519';
+function isEd25519(key: unknown, type: 'private' | 'public'): key is WebCryptoKey {
+  return typeof key === 'object' && key !== null && (key as WebCryptoKey).type === type && (key as WebCryptoKey).algorithm?.name === 'Ed25519';
 }
 
-function signingKeyFor(publicKey: Uint8Array, privateKey: CryptoKey): SigningKey {
+function signingKeyFor(publicKey: Uint8Array, privateKey: WebCryptoKey): SigningKey {
   const did = didKeyFromPublicKey(publicKey);
   return Object.freeze({ did, kid: `${did}#${did.slice(DID_KEY_PREFIX.length)}`, privateKey });
 }

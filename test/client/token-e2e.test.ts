@@ -8,7 +8,7 @@
 import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { createTokenSource, importSigningKey, mintToken, type Ed25519PrivateJWK, type SigningKey } from '../../client/token.js';
+import { createTokenSource, importSigningKey, mintToken, type SigningKey } from '../../client/token.js';
 import type { DialectName } from '../../src/db/connect.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
@@ -22,7 +22,7 @@ const dialects: DialectName[] = testDialects().filter(dialectAvailable);
 // Web Crypto key pair (as a browser keeps one in IndexedDB).
 const aliceJWK = (async () => {
   const pair = (await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
-  return (await crypto.subtle.exportKey('jwk', pair.privateKey)) as Ed25519PrivateJWK;
+  return crypto.subtle.exportKey('jwk', pair.privateKey);
 })();
 const workerPair = crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']) as Promise<CryptoKeyPair>;
 

@@ -31,7 +31,7 @@ import { AUDIENCE, NOW, NOW_SECONDS, privateKeyFromSeed } from '../auth/fixtures
 
 const alice = generateLocalKey();
 const bob = generateLocalKey();
-const aliceJWK = alice.privateKeyJWK as Ed25519PrivateJWK;
+const aliceJWK = alice.privateKeyJWK;
 const verify = (token: string, now = NOW) => verifyBearerToken(token, { audience: AUDIENCE, now });
 
 // The did:key method's Ed25519 test vectors (seed → DID), as in test/auth/did-key.test.ts.
@@ -88,11 +88,11 @@ describe('client token: keys and DIDs', () => {
   });
 
   it('refuses keys it cannot sign with, saying why', async () => {
-    const bobX = (bob.privateKeyJWK as Ed25519PrivateJWK).x!;
+    const bobX = bob.privateKeyJWK.x!;
     await expect(importSigningKey({ ...aliceJWK, x: bobX })).rejects.toThrow(/"x" does not match its "d"/);
     await expect(importSigningKey(new Uint8Array(31))).rejects.toThrow(/seed is 32 bytes, got 31/);
-    await expect(importSigningKey({ kty: 'EC', crv: 'P-256', d: aliceJWK.d } as unknown as Ed25519PrivateJWK)).rejects.toThrow(/Ed25519 private JWK/);
-    await expect(importSigningKey({ kty: 'OKP', crv: 'Ed25519', x: aliceJWK.x } as unknown as Ed25519PrivateJWK)).rejects.toThrow(/Ed25519 private JWK/);
+    await expect(importSigningKey({ kty: 'EC', crv: 'P-256', d: aliceJWK.d })).rejects.toThrow(/Ed25519 private JWK/);
+    await expect(importSigningKey({ kty: 'OKP', crv: 'Ed25519', x: aliceJWK.x })).rejects.toThrow(/Ed25519 private JWK/);
     await expect(importSigningKey({ kty: 'OKP', crv: 'Ed25519', d: '!!!' })).rejects.toThrow(/base64url/);
     await expect(importSigningKey('key' as unknown as Ed25519PrivateJWK)).rejects.toThrow(TypeError);
     const one = (await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify'])) as CryptoKeyPair;
@@ -150,7 +150,7 @@ describe('client token: the server verifies it', () => {
 
     // Alice's header and claims under Bob's signature: it does not verify with Alice's DID.
     const aliceToken = await mintToken({ key: aliceJWK, audience: AUDIENCE, now: NOW });
-    const bobToken = await mintToken({ key: bob.privateKeyJWK as Ed25519PrivateJWK, audience: AUDIENCE, now: NOW });
+    const bobToken = await mintToken({ key: bob.privateKeyJWK, audience: AUDIENCE, now: NOW });
     const [header, payload] = aliceToken.split('.');
     await expectRefused(`${header}.${payload}.${bobToken.split('.')[2]}`, 'TOKEN_SIGNATURE');
   });
@@ -235,7 +235,7 @@ describe('client token: createTokenSource', () => {
     expect(() => createTokenSource({ key: aliceJWK, audience: '' })).toThrow(/audience/);
 
     const { clock } = setUp();
-    const key: { kty: 'OKP'; crv: 'Ed25519'; d: string } = { kty: 'OKP', crv: 'Ed25519', d: 'AAAA' };
+    const key: Ed25519PrivateJWK = { kty: 'OKP', crv: 'Ed25519', d: 'AAAA' };
     const source = createTokenSource({ key, audience: AUDIENCE, now: clock.now });
     await expect(source.getToken()).rejects.toThrow(/seed is 32 bytes/);
     // The key was read on first use; a fixed key works on the next call.
