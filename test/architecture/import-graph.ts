@@ -13,7 +13,7 @@ export interface ImportGraph {
 }
 
 /** Folders whose files the rules cover. */
-export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations'] as const;
+export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations', 'client'] as const;
 
 /** Reads every `.ts` file under `roots` of `repo` into an import graph. */
 export function readImportGraph(repo: string, roots: readonly string[] = CHECKED_ROOTS): ImportGraph {
@@ -74,6 +74,8 @@ export const LAYERS: readonly Layer[] = [
   { name: 'src/auth', holds: under('src/auth'), mayImport: under('src/auth'), forbiddenPackages: SQL_PACKAGES },
   // Frozen in time: a migration imports no application code.
   { name: 'migrations', holds: under('migrations'), mayImport: under('migrations') },
+  // What outside integrators copy or import: it knows the server only through the API.
+  { name: 'client', holds: under('client'), mayImport: under('client'), forbiddenPackages: SQL_PACKAGES },
 ];
 
 /** Every import that crosses a layer the wrong way, as `from → to (layer)` lines. */

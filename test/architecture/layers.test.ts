@@ -1,7 +1,8 @@
 /**
  * Layers run one way (docs/architecture.md): schema → resolvers → store →
  * SQL, the server knows only the schema and the context factory, migrations
- * import no application code, and no file imports itself in a circle.
+ * import no application code, client/ (for outside integrators) imports
+ * nothing of the server, and no file imports itself in a circle.
  */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -13,7 +14,9 @@ describe('layers', () => {
   const graph = readImportGraph(repo);
 
   it('reads the whole tree', () => {
-    expect(Object.keys(graph)).toEqual(expect.arrayContaining(['schema/index.ts', 'resolvers/context.ts', 'src/server/app.ts', 'migrations/index.ts']));
+    expect(Object.keys(graph)).toEqual(
+      expect.arrayContaining(['schema/index.ts', 'resolvers/context.ts', 'src/server/app.ts', 'migrations/index.ts', 'client/token.ts', 'client/generated/graphql.ts']),
+    );
     expect(graph['schema/index.ts']!.files).toContain('schema/builder.ts');
   });
 
@@ -38,9 +41,13 @@ describe('the layer check itself', () => {
         'src/server/app.ts': ['resolvers/subscriptions.ts', 'resolvers/context.ts', 'schema/index.ts'],
         'migrations/0002-next.ts': ['src/db/tables.ts'],
         'src/store/operations/claim.ts': ['resolvers/viewer.ts'],
+        'client/token.ts': ['src/auth/did-key.ts', 'schema/scalars.ts', 'resolvers/viewer.ts', 'client/generated/graphql.ts'],
       }),
     );
     expect(violations).toEqual([
+      'client/token.ts → resolvers/viewer.ts (client may not import it)',
+      'client/token.ts → schema/scalars.ts (client may not import it)',
+      'client/token.ts → src/auth/did-key.ts (client may not import it)',
       'migrations/0002-next.ts → src/db/tables.ts (migrations may not import it)',
       'resolvers/operations.ts → schema/pagination.ts (resolvers may not import it)',
       'schema/operation.ts → src/store/operations/index.ts (schema may not import it)',
