@@ -153,7 +153,7 @@ const claimInput = (operationID: string) => ({
 });
 
 /** The app's and the raw baseline's request sequences of one scenario. */
-function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[] }[] {
+function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[]; floor?: boolean }[] {
   const fenced = (c: Record<string, any>) => ({ id: c.id, version: c.version, leaseToken: c.token });
   const keep = (field: string) => (body: any, c: Record<string, any>) => {
     const payload = body.data?.[field];
@@ -165,11 +165,12 @@ function scenarios(): { name: string; perUnit: number; app: () => Request[]; bas
   };
   return [
     { name: '`{ __typename }`', perUnit: 1, baseline: 'yoga', app: () => [post(() => ({ query: '{ __typename }' }))], raw: () => [post(() => ({ query: '{ __typename }' }))] },
-    { name: 'dashboard list, 50 rows + watches', perUnit: 1, baseline: 'raw', app: () => [post(() => ({ query: LIST }))], raw: () => [post(() => ({ op: 'list', first: 50 }))] },
+    { name: 'dashboard list, 50 rows + watches', perUnit: 1, baseline: 'raw', floor: true, app: () => [post(() => ({ query: LIST }))], raw: () => [post(() => ({ op: 'list', first: 50 }))] },
     {
       name: 'claim, new keys',
       perUnit: 1,
       baseline: 'raw',
+      floor: true,
       app: () => [post(() => ({ query: CLAIM, variables: { input: claimInput(nextID('claim')) } }))],
       raw: () => [post(() => ({ op: 'claim', operationID: nextID('claim') }))],
     },
@@ -249,6 +250,7 @@ export async function runThroughputBench(): Promise<void> {
   const token = await mintToken({ privateKey: key.privateKey, audience: AUDIENCE, ttlSeconds: 3_600 });
   const headers = { authorization: `Bearer ${token}` };
   const rows: string[] = [];
+  const floorRows: string[] = [];
   for (const dialect of DIALECTS) {
     const database = await scratchDatabase(dialect);
     if (database === undefined) {
@@ -267,19 +269,28 @@ export async function runThroughputBench(): Promise<void> {
       await seed(dialect, database.url, key.did);
       const raw = await startProcess('bench/baselines/raw-sql.ts', common, '/');
       const yoga = await startProcess('bench/baselines/bare-yoga.ts', {}, '/graphql?query=%7B__typename%7D');
-      targets.push(raw, yoga);
+      // The same SQL served by a bare yoga: what any yoga server doing this work costs.
+      const floor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D');
+      targets.push(raw, yoga, floor);
       for (const scenario of scenarios()) {
         const baseline = scenario.baseline === 'yoga' ? yoga : raw;
-        const results = { app: [] as Measured[], base: [] as Measured[] };
-        // Warm-up of both, then interleaved rounds.
+        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[] };
+        // Warm-up of each, then interleaved rounds.
         await load(app, scenario.app(), scenario.perUnit, headers);
         await load(baseline, scenario.raw(), scenario.perUnit, headers);
+        if (scenario.floor) await load(floor, scenario.app(), scenario.perUnit, headers);
         for (let round = 0; round < ROUNDS; round++) {
           results.app.push(await load(app, scenario.app(), scenario.perUnit, headers));
           results.base.push(await load(baseline, scenario.raw(), scenario.perUnit, headers));
+          if (scenario.floor) results.floor.push(await load(floor, scenario.app(), scenario.perUnit, headers));
         }
         const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
         const ratio = m(results.app, 'rps') / m(results.base, 'rps');
+        if (scenario.floor) {
+          floorRows.push(
+            `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | **${(m(results.floor, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}×** | ${m(results.floor, 'cpuMsPerRequest').toFixed(2)} |`,
+          );
+        }
         rows.push(
           `| ${dialect} | ${scenario.name} | ${scenario.baseline === 'yoga' ? 'bare yoga' : 'raw SQL'} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.base, 'rps').toFixed(0)} | **${ratio.toFixed(2)}×** | ${m(results.app, 'p50').toFixed(1)} / ${m(results.app, 'p99').toFixed(1)} | ${m(results.base, 'p50').toFixed(1)} / ${m(results.base, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.base, 'cpuMsPerRequest').toFixed(2)} |`,
         );
@@ -294,6 +305,12 @@ export async function runThroughputBench(): Promise<void> {
   console.log('| dialect | scenario | baseline | app req/s | baseline req/s | app ÷ baseline | app p50 / p99 ms | baseline p50 / p99 ms | app CPU ms/req | baseline CPU ms/req |');
   console.log('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
   for (const row of rows) console.log(row);
+  if (floorRows.length > 0) {
+    console.log('\n### The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth)\n');
+    console.log('| dialect | scenario | floor req/s | floor ÷ raw SQL | app ÷ floor | floor CPU ms/req |');
+    console.log('|---|---|--:|--:|--:|--:|');
+    for (const row of floorRows) console.log(row);
+  }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await runThroughputBench();

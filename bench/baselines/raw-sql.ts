@@ -9,9 +9,15 @@
  *   PORT=4100 DATABASE_URL=postgres://…|sqlite:PATH npx tsx bench/baselines/raw-sql.ts
  *
  * POST / with `{ "op": "list" | "claim" | "start" | "sent" | "finalize", … }`.
+ *
+ * With BASELINE=yoga the same functions are served as GraphQL by a bare
+ * graphql-yoga (an SDL schema with just the fields the benchmark selects, no
+ * plugins, no auth, no validation beyond GraphQL's own) at /graphql: the
+ * floor of any yoga server issuing this SQL, for the list and the claim.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
+import { createSchema, createYoga } from 'graphql-yoga';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 
@@ -216,7 +222,37 @@ async function readBody(request: IncomingMessage): Promise<any> {
   return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
 }
 
-const server = createServer(async (request, response) => {
+/** The same SQL behind a bare yoga: only the fields the benchmark's documents select. */
+function yogaOverSameSQL() {
+  const typeDefs = /* GraphQL */ `
+    type Query { operations(first: Int!): OperationConnection! }
+    type Mutation { claimOperation(input: ClaimOperationInput!): ClaimOperationResult! }
+    type OperationConnection { edges: [OperationEdge!]!, pageInfo: PageInfo! }
+    type OperationEdge { node: Operation! }
+    type PageInfo { hasNextPage: Boolean! }
+    type Operation { id: ID!, operationID: String, state: String!, attempts: Int, connectorName: String, createdAt: String, watch: Watch }
+    type Watch { id: ID!, verificationStatus: String! }
+    type Lease { token: String!, version: Int!, expiresAt: String! }
+    type ClaimOperationPayload { outcome: String!, operation: Operation, lease: Lease }
+    union ClaimOperationResult = ClaimOperationPayload
+    input ClaimOperationInput {
+      operationID: String!, connectorName: String!, model: String!, op: String!, accountKey: String!, target: String!,
+      deterministicEventID: String!, payloadHash: String!, reissueIntent: String!, leaseMs: Int!
+    }`;
+  return createYoga({
+    schema: createSchema({
+      typeDefs,
+      resolvers: {
+        Query: { operations: async (_: unknown, args: { first: number }) => (await list(args.first)).data.operations },
+        Mutation: { claimOperation: async (_: unknown, args: { input: { operationID: string } }) => (await claim(args.input.operationID)).data.claimOperation },
+        ClaimOperationResult: { __resolveType: () => 'ClaimOperationPayload' },
+      },
+    }),
+    logging: false,
+  });
+}
+
+const server = createServer(process.env.BASELINE === 'yoga' ? yogaOverSameSQL() : async (request, response) => {
   if (request.method !== 'POST') {
     response.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
     return;
