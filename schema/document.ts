@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { DocumentSweepUnfinishedOperationError } from '../resolvers/errors.js';
 import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { listComplexity } from './complexity.js';
 import { EntityTrim } from './entity-trim.js';
 import { ObservationRecord, ObservationRepair } from './observation.js';
@@ -108,8 +109,8 @@ builder.mutationField('sweepDocument', (t) =>
     description:
       'Service principals only (a document id names one document across owners): delete a deleted document’s observation records, repair, trim, watch, sweep candidates and finished operations, in one transaction (SPEC §3.6). Refused while an unfinished operation names it.',
     type: SweepDocumentPayload,
-    args: { input: t.arg({ type: SweepDocumentInput, required: true }) },
-    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: { name: 'SweepDocumentResult' } },
+    args: { input: t.arg({ type: SweepDocumentInput, required: true, description: 'The deleted local document.' }) },
+    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: resultUnion('SweepDocumentResult') },
     resolve: async (_root, { input }, ctx) => ({ documentID: input.documentID, deleted: await sweepDocument(input.documentID, ctx) }),
   }),
 );

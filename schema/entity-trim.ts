@@ -8,6 +8,7 @@ import * as resolve from '../resolvers/entity-trim.js';
 import type { EntityTrimRecord } from '../resolvers/entity-trim.js';
 import { ForbiddenError } from '../resolvers/errors.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { documentIDInput, jsonObjectInput, nameInput } from './inputs.js';
 
 export const EntityTrim = builder.objectRef<EntityTrimRecord>('EntityTrim').implement({
@@ -49,8 +50,8 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     description: 'Record (replace) what a write trimmed from a document. A user may not replace another owner’s record.',
     type: EntityTrimPayload,
-    args: { input: t.arg({ type: SetEntityTrimInput, required: true }) },
-    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: { name: 'SetEntityTrimResult' } },
+    args: { input: t.arg({ type: SetEntityTrimInput, required: true, description: 'The document and what its last write trimmed.' }) },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: resultUnion('SetEntityTrimResult') },
     // jsonObjectInput has checked trimmedFields is an object.
     resolve: (_root, { input }, ctx) => resolve.setEntityTrim({ ...input, trimmedFields: input.trimmedFields as Record<string, unknown> }, ctx),
   }),
@@ -58,8 +59,8 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     description: 'Remove a document’s trim record.',
     type: ClearEntityTrimPayload,
-    args: { input: t.arg({ type: ClearEntityTrimInput, required: true }) },
-    errors: { types: [InputValidationError], directResult: true, union: { name: 'ClearEntityTrimResult' } },
+    args: { input: t.arg({ type: ClearEntityTrimInput, required: true, description: 'The document whose trim record to remove.' }) },
+    errors: { types: [InputValidationError], directResult: true, union: resultUnion('ClearEntityTrimResult') },
     resolve: (_root, { input }, ctx) => resolve.clearEntityTrim(input.documentID, ctx),
   }),
 }));

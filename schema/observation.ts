@@ -11,6 +11,7 @@ import * as resolve from '../resolvers/observations.js';
 import type { ObservationRecord as RecordShape, ObservationRepair as RepairShape } from '../resolvers/observations.js';
 import { connectionComplexity } from './complexity.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { base64Input, documentIDInput, hlcInput, textInput } from './inputs.js';
 
 export const ObservationRecord = builder.objectRef<RecordShape>('ObservationRecord').implement({
@@ -116,8 +117,8 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Store a signed observation op (idempotent). Another record type is an ObservationRecordTypeError.',
     type: PutObservationRecordPayload,
-    args: { input: t.arg({ type: PutObservationRecordInput, required: true }) },
-    errors: { types: [InputValidationError, ObservationRecordTypeError, ForbiddenError], directResult: true, union: { name: 'PutObservationRecordResult' } },
+    args: { input: t.arg({ type: PutObservationRecordInput, required: true, description: 'The signed op to store.' }) },
+    errors: { types: [InputValidationError, ObservationRecordTypeError, ForbiddenError], directResult: true, union: resultUnion('PutObservationRecordResult') },
     resolve: (_root, { input }, ctx) =>
       resolve.putObservationRecord({ ...input, payload: input.payload == null ? null : new Uint8Array(Buffer.from(input.payload, 'base64')) }, ctx),
   }),
@@ -125,16 +126,16 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Write a document’s repair obligation. A user may not replace another owner’s.',
     type: ObservationRepairPayload,
-    args: { input: t.arg({ type: UpsertObservationRepairInput, required: true }) },
-    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: { name: 'UpsertObservationRepairResult' } },
+    args: { input: t.arg({ type: UpsertObservationRepairInput, required: true, description: 'The document’s repair obligation.' }) },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: resultUnion('UpsertObservationRepairResult') },
     resolve: (_root, { input }, ctx) => resolve.upsertObservationRepair(input, ctx),
   }),
   deleteObservationRepair: t.field({
     ...mutation,
     description: 'Remove a document’s repair obligation.',
     type: DeleteObservationRepairPayload,
-    args: { input: t.arg({ type: DeleteObservationRepairInput, required: true }) },
-    errors: { types: [InputValidationError], directResult: true, union: { name: 'DeleteObservationRepairResult' } },
+    args: { input: t.arg({ type: DeleteObservationRepairInput, required: true, description: 'The document whose repair obligation to remove.' }) },
+    errors: { types: [InputValidationError], directResult: true, union: resultUnion('DeleteObservationRepairResult') },
     resolve: (_root, { input }, ctx) => resolve.deleteObservationRepair(input.documentID, ctx),
   }),
 }));

@@ -25,7 +25,7 @@ import { loadNode, type DecodedNodeID } from './node-ids.js';
 import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder, type Types } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
-import { FENCED_WRITE_ERRORS } from './errors.js';
+import { FENCED_WRITE_ERRORS, resultUnion } from './errors.js';
 import { documentIDInput, jsonInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
 import { ProjectionWatch } from './watch.js';
 
@@ -464,14 +464,14 @@ const BulkOperationActionPayload = builder.objectRef<resolve.BulkActionPayload>(
 });
 const BULK_ERRORS = [InputValidationError, InvalidInputError, ForbiddenError];
 const ACTION_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleVersionError, InvalidStateError, ForbiddenError];
-const directResult = (name: string, types: unknown[]) => ({ types: types as never[], directResult: true, union: { name } });
+const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });
 
 builder.mutationFields((t) => ({
   claimOperation: t.field({
     ...mutation,
     description: 'Claim an operation by idempotency key (SPEC §3.3): CLAIMED with a lease, REPLAYED, DEAD or IN_FLIGHT.',
     type: ClaimOperationPayload,
-    args: { input: t.arg({ type: ClaimOperationInput, required: true }) },
+    args: { input: t.arg({ type: ClaimOperationInput, required: true, description: 'The idempotency key, the write it stands for, and the lease length.' }) },
     errors: directResult('ClaimOperationResult', [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError]),
     resolve: (_root, { input }, ctx) => resolve.claimOperation(input, ctx),
   }),
@@ -479,7 +479,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Take an absent or expired lease: the lease epoch (version) advances. A live lease gives InvalidStateError.',
     type: OperationPayload,
-    args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true }) },
+    args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true, description: 'The operation and the lease length.' }) },
     errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
     resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input.leaseMs, ctx),
   }),
@@ -499,7 +499,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Commit an operation you hold the lease of and arm its document’s watch, atomically.',
     type: FinalizeOperationPayload,
-    args: { input: t.arg({ type: FinalizeOperationInput, required: true }) },
+    args: { input: t.arg({ type: FinalizeOperationInput, required: true, description: 'The operation, your lease, and the result to record.' }) },
     errors: directResult('FinalizeOperationResult', [InputValidationError, NotFoundError]),
     resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
@@ -508,7 +508,7 @@ builder.mutationFields((t) => ({
     description:
       'Operators (a service, or the owner): retry a DEAD operation with a new attempt budget, as ATTEMPTED, or RECONCILE_ONLY when a provider request may have been sent (never a blind resend). A CAS on `version` that advances it and clears the lease, so a holder is fenced out.',
     type: OperationPayload,
-    args: { input: t.arg({ type: RetryOperationInput, required: true }) },
+    args: { input: t.arg({ type: RetryOperationInput, required: true, description: 'The operation and the `version` you read.' }) },
     errors: directResult('RetryOperationResult', ACTION_ERRORS),
     resolve: async (_root, { input }, ctx) => resolve.operatorAction('retry', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
@@ -516,7 +516,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Operators (a service, or the owner): give a live operation up (DEAD), with the reason. A CAS on `version` that fences out any lease holder.',
     type: OperationPayload,
-    args: { input: t.arg({ type: CancelOperationInput, required: true }) },
+    args: { input: t.arg({ type: CancelOperationInput, required: true, description: 'The operation, the `version` you read, and why.' }) },
     errors: directResult('CancelOperationResult', ACTION_ERRORS),
     resolve: async (_root, { input }, ctx) => resolve.operatorAction('cancel', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
@@ -524,7 +524,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Operators (a service, or the owner): make a live operation due now, deferral cleared. A CAS on `version` that fences out any lease holder.',
     type: OperationPayload,
-    args: { input: t.arg({ type: RequeueOperationInput, required: true }) },
+    args: { input: t.arg({ type: RequeueOperationInput, required: true, description: 'The operation and the `version` you read.' }) },
     errors: directResult('RequeueOperationResult', ACTION_ERRORS),
     resolve: async (_root, { input }, ctx) => resolve.operatorAction('requeue', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
@@ -532,7 +532,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Operators: `retryOperation` on every matching DEAD operation you may act on (a service: all; a user: their own), at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: RetryOperationsInput, required: true }) },
+    args: { input: t.arg({ type: RetryOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },
     errors: directResult('RetryOperationsResult', BULK_ERRORS),
     resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('retry', input, ctx),
   }),
@@ -540,7 +540,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Operators: `cancelOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: CancelOperationsInput, required: true }) },
+    args: { input: t.arg({ type: CancelOperationsInput, required: true, description: 'Which operations (a non-empty filter), at most how many, and why.' }) },
     errors: directResult('CancelOperationsResult', BULK_ERRORS),
     resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('cancel', input, ctx),
   }),
@@ -548,7 +548,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Operators: `requeueOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: RequeueOperationsInput, required: true }) },
+    args: { input: t.arg({ type: RequeueOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },
     errors: directResult('RequeueOperationsResult', BULK_ERRORS),
     resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('requeue', input, ctx),
   }),
@@ -556,7 +556,7 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Make deferred work due now: OFFLINE (device reconnected) or AUTH (owner authorized a connector).',
     type: ResumeDeferredPayload,
-    args: { input: t.arg({ type: ResumeDeferredInput, required: true }) },
+    args: { input: t.arg({ type: ResumeDeferredInput, required: true, description: 'Which deferred work: the reason, and whose.' }) },
     errors: directResult('ResumeDeferredResult', [InputValidationError, InvalidInputError, ForbiddenError]),
     resolve: (_root, { input }, ctx) => resolve.resumeDeferred(input, ctx),
   }),
@@ -574,7 +574,7 @@ function fenced<I extends FenceArgs & { id: DecodedNodeID }>(
     ...mutation,
     description: `${description} Fenced: version + lease token must be current.`,
     type: OperationPayload,
-    args: { input: t.arg({ type: inputType, required: true }) },
+    args: { input: t.arg({ type: inputType, required: true, description: 'The operation, your lease (`version`, `leaseToken`), and this write’s own fields.' }) },
     errors: directResult(`${name[0]!.toUpperCase()}${name.slice(1)}Result`, FENCED_WRITE_ERRORS),
     resolve: async (_root, args, ctx) => {
       // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.

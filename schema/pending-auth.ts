@@ -10,6 +10,7 @@ import { ForbiddenError, InvalidInputError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/pending-auth.js';
 import type { PendingAuthRecord, PendingAuthSummary } from '../resolvers/pending-auth.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { nameInput, redirectURLInput, textInput } from './inputs.js';
 
 const PendingAuthorization = builder.objectRef<PendingAuthSummary>('PendingAuthorization').implement({
@@ -74,11 +75,11 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     description: 'Record a pending OAuth authorization (PKCE) for the viewer, or for an owner when called by a service.',
     type: PendingAuthorization,
-    args: { input: t.arg({ type: CreatePendingAuthorizationInput, required: true }) },
+    args: { input: t.arg({ type: CreatePendingAuthorizationInput, required: true, description: 'The authorization to record.' }) },
     errors: {
       types: [InputValidationError, InvalidInputError, ForbiddenError],
       directResult: true,
-      union: { name: 'CreatePendingAuthorizationResult' },
+      union: resultUnion('CreatePendingAuthorizationResult'),
     },
     resolve: (_root, { input }, ctx) => resolve.createPendingAuthorization(input, ctx),
   }),
@@ -86,8 +87,8 @@ builder.mutationFields((t) => ({
     authScopes: { service: true },
     description: 'Consume a pending authorization once, with its code verifier (service principals only).',
     type: ConsumePendingAuthorizationPayload,
-    args: { input: t.arg({ type: ConsumePendingAuthorizationInput, required: true }) },
-    errors: { types: [InputValidationError], directResult: true, union: { name: 'ConsumePendingAuthorizationResult' } },
+    args: { input: t.arg({ type: ConsumePendingAuthorizationInput, required: true, description: 'The OAuth `state` to consume.' }) },
+    errors: { types: [InputValidationError], directResult: true, union: resultUnion('ConsumePendingAuthorizationResult') },
     resolve: async (_root, { input }, ctx) => ({ consumed: await resolve.consumePendingAuthorization(input.state, ctx) }),
   }),
 }));

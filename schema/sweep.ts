@@ -21,6 +21,7 @@ import {
 } from '../resolvers/sweeps.js';
 import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { enumValues } from './enums.js';
 import { documentIDInput, hlcInput, jsonInput, nameInput, textInput, versionInput } from './inputs.js';
 import { loadNode } from './node-ids.js';
@@ -263,32 +264,32 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Record a listing pass with its deletion candidates (SPEC §3.6).',
     type: RecordSweepReceiptPayload,
-    args: { input: t.arg({ type: RecordSweepReceiptInput, required: true }) },
-    errors: { types: [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError], directResult: true, union: { name: 'RecordSweepReceiptResult' } },
+    args: { input: t.arg({ type: RecordSweepReceiptInput, required: true, description: 'The listing pass and its candidates.' }) },
+    errors: { types: [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError], directResult: true, union: resultUnion('RecordSweepReceiptResult') },
     resolve: (_root, { input }, ctx) => resolve.recordSweepReceipt(input, ctx),
   }),
   recordSweepOutcome: t.field({
     ...mutation,
     description: 'Record that a candidate was applied (deleted locally) or kept.',
     type: SweepCandidatePayload,
-    args: { input: t.arg({ type: RecordSweepOutcomeInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: { name: 'RecordSweepOutcomeResult' } },
+    args: { input: t.arg({ type: RecordSweepOutcomeInput, required: true, description: 'The candidate (receipt and document) and how it was resolved.' }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: resultUnion('RecordSweepOutcomeResult') },
     resolve: async (_root, { input }, ctx) => resolve.recordSweepOutcome(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
   }),
   recordSweepApplyFailure: t.field({
     ...mutation,
     description: 'Record that applying a candidate failed.',
     type: SweepCandidatePayload,
-    args: { input: t.arg({ type: RecordSweepApplyFailureInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError, InvalidStateError, StaleVersionError], directResult: true, union: { name: 'RecordSweepApplyFailureResult' } },
+    args: { input: t.arg({ type: RecordSweepApplyFailureInput, required: true, description: 'The candidate (receipt and document) and why applying it failed.' }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError, StaleVersionError], directResult: true, union: resultUnion('RecordSweepApplyFailureResult') },
     resolve: async (_root, { input }, ctx) => resolve.recordSweepApplyFailure(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
   }),
   commitSweepReceipt: t.field({
     ...mutation,
     description: 'Commit a receipt: refused (InvalidStateError) while a candidate is still pending.',
     type: CommitSweepReceiptPayload,
-    args: { input: t.arg({ type: CommitSweepReceiptInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: { name: 'CommitSweepReceiptResult' } },
+    args: { input: t.arg({ type: CommitSweepReceiptInput, required: true, description: 'The receipt to commit.' }) },
+    errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: resultUnion('CommitSweepReceiptResult') },
     resolve: async (_root, { input }, ctx) => resolve.commitSweepReceipt(await loadNode(SweepReceipt, input.id, ctx), ctx),
   }),
 }));

@@ -7,6 +7,7 @@ import type { SyncState as SyncStateShape } from '../resolvers/sync-states.js';
 import { loadNode } from './node-ids.js';
 import { connectionComplexity } from './complexity.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { encodeNodeID } from './global-id.js';
 import { jsonInput, nameInput, textInput, versionInput } from './inputs.js';
 
@@ -137,8 +138,8 @@ builder.mutationField('deleteSyncState', (t) =>
     authScopes: { authenticated: true },
     description: 'Delete a sync state you may see (its owner, or a service).',
     type: DeleteSyncStatePayload,
-    args: { input: t.arg({ type: DeleteSyncStateInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'DeleteSyncStateResult' } },
+    args: { input: t.arg({ type: DeleteSyncStateInput, required: true, description: 'The sync state to delete.' }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: resultUnion('DeleteSyncStateResult') },
     resolve: async (_root, { input }, ctx) => resolve.deleteSyncState(await loadNode(SyncState, input.id, ctx), ctx),
   }),
 );
@@ -148,8 +149,8 @@ builder.mutationField('setSyncState', (t) =>
     authScopes: { authenticated: true },
     description: 'Create a sync state (version 0) or overwrite its fields; progress writes go through updateSyncProgress.',
     type: SyncStatePayload,
-    args: { input: t.arg({ type: SetSyncStateInput, required: true }) },
-    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: { name: 'SetSyncStateResult' } },
+    args: { input: t.arg({ type: SetSyncStateInput, required: true, description: 'The sync state’s key and the fields to write.' }) },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: resultUnion('SetSyncStateResult') },
     resolve: (_root, { input }, ctx) => resolve.setSyncState(input, ctx),
   }),
 );
@@ -159,8 +160,8 @@ builder.mutationField('updateSyncProgress', (t) =>
     authScopes: { authenticated: true },
     description: 'Write sync progress if the row is still at the expected version and incarnation.',
     type: UpdateSyncProgressPayload,
-    args: { input: t.arg({ type: UpdateSyncProgressInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'UpdateSyncProgressResult' } },
+    args: { input: t.arg({ type: UpdateSyncProgressInput, required: true, description: 'The sync state, the version and incarnation you read, and the new progress.' }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: resultUnion('UpdateSyncProgressResult') },
     resolve: async (_root, { input }, ctx) => {
       const state = await loadNode(SyncState, input.id, ctx);
       return resolve.updateSyncProgress(state, input, ctx);

@@ -12,6 +12,7 @@ import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type Proje
 import { loadNode } from './node-ids.js';
 import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { DeferReason, enumValues } from './enums.js';
 import { documentIDInput, nameInput, textInput, versionInput } from './inputs.js';
 
@@ -177,16 +178,16 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Create or re-arm a watch: INGEST (coalesces on a pending watch), REPAIR or MANUAL (a new generation).',
     type: ArmWatchPayload,
-    args: { input: t.arg({ type: ArmWatchInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError, ForbiddenError, StaleVersionError], directResult: true, union: { name: 'ArmWatchResult' } },
+    args: { input: t.arg({ type: ArmWatchInput, required: true, description: 'The watch’s identity, why it is armed, and when it is due.' }) },
+    errors: { types: [InputValidationError, NotFoundError, ForbiddenError, StaleVersionError], directResult: true, union: resultUnion('ArmWatchResult') },
     resolve: (_root, { input }, ctx) => resolve.armWatch(input, ctx),
   }),
   requestRepull: t.field({
     ...mutation,
     description: 'Re-arm a watch (a new generation). The worker’s sweep tick picks it up when due.',
     type: WatchPayload,
-    args: { input: t.arg({ type: RequestRepullInput, required: true }) },
-    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: { name: 'RequestRepullResult' } },
+    args: { input: t.arg({ type: RequestRepullInput, required: true, description: 'The watch, and when the new round is due.' }) },
+    errors: { types: [InputValidationError, NotFoundError], directResult: true, union: resultUnion('RequestRepullResult') },
     resolve: async (_root, { input }, ctx) => {
       const watch = await loadNode(ProjectionWatch, input.id, ctx);
       return { watch: await resolve.requestRepull(watch, input.dueAt, ctx) };
@@ -196,11 +197,11 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Hold the current verification attempt (CAS on version).',
     type: WatchPayload,
-    args: { input: t.arg({ type: ClaimWatchAttemptInput, required: true }) },
+    args: { input: t.arg({ type: ClaimWatchAttemptInput, required: true, description: 'The watch, the `version` you read, and how long to hold the attempt.' }) },
     errors: {
       types: [InputValidationError, NotFoundError, StaleVersionError, InvalidStateError],
       directResult: true,
-      union: { name: 'ClaimWatchAttemptResult' },
+      union: resultUnion('ClaimWatchAttemptResult'),
     },
     resolve: async (_root, { input }, ctx) => {
       const watch = await loadNode(ProjectionWatch, input.id, ctx);
@@ -211,11 +212,11 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Record a verification result; one for an older generation or version is reported stale and changes nothing.',
     type: RecordVerificationPayload,
-    args: { input: t.arg({ type: RecordVerificationInput, required: true }) },
+    args: { input: t.arg({ type: RecordVerificationInput, required: true, description: 'The watch, the version and generation you checked, and what you found.' }) },
     errors: {
       types: [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError],
       directResult: true,
-      union: { name: 'RecordVerificationResult' },
+      union: resultUnion('RecordVerificationResult'),
     },
     resolve: async (_root, { input }, ctx) => {
       const watch = await loadNode(ProjectionWatch, input.id, ctx);
