@@ -14,6 +14,7 @@ import { GraphQLError } from 'graphql';
 import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
 import type { GraphQLContext } from '../resolvers/context.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
@@ -65,18 +66,55 @@ export const builder = new SchemaBuilder<{
     cursorType: 'String',
     encodeGlobalID: encodeNodeID,
     decodeGlobalID: decodeNodeID,
+    // Descriptions of what the relay plugin generates: the Node interface, ids, page info, edges and connection arguments.
+    nodeTypeOptions: {
+      description: 'An object with an opaque global `id` that `node` and `nodes` refetch (Relay): ConnectorOperation, ProjectionWatch, SyncState, SweepReceipt.',
+    },
+    idFieldOptions: {
+      description:
+        'Opaque global id, assigned by the server: unguessable, never reused (a deleted and recreated row gets a new one), and carries no DID or idempotency key. Pass it to `node`, `nodes` and mutation inputs.',
+    },
+    pageInfoTypeOptions: { description: 'Where a page stands in its connection (Relay): cursors of its ends and whether more items exist.' },
+    pageInfoFieldOptions: { description: 'Cursors of this page’s ends, and whether more items follow or precede it.' },
+    hasNextPageFieldOptions: {
+      description: 'True when more items follow this page. When paging backward (`last`), true exactly when `before` was given.',
+    },
+    hasPreviousPageFieldOptions: {
+      description: 'True when items precede this page. When paging forward (`first`), true exactly when `after` was given.',
+    },
+    startCursorFieldOptions: { description: 'Cursor of the page’s first item (pass it as `before`); null when the page is empty.' },
+    endCursorFieldOptions: { description: 'Cursor of the page’s last item (pass it as `after` for the next page); null when the page is empty.' },
+    cursorFieldOptions: { description: 'Opaque cursor of this item, valid only in the connection it came from: pass it as `after` or `before`.' },
+    nodeFieldOptions: { description: 'The item at this place in the page.' },
+    firstArgOptions: {
+      description: `Page forward: at most this many items (0 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE} when neither \`first\` nor \`last\` is given). Not with \`last\`.`,
+    },
+    afterArgOptions: { description: 'Start after this cursor (an `endCursor` or edge `cursor` of the same connection); a cursor of another connection is an error.' },
+    lastArgOptions: {
+      description: `Page backward: at most this many items before \`before\` (0 to ${MAX_PAGE_SIZE}). Not with \`first\`. Refused by connections that page forward only (their descriptions say so).`,
+    },
+    beforeArgOptions: {
+      description: 'End before this cursor (a `startCursor` or edge `cursor` of the same connection). Refused by connections that page forward only.',
+    },
     // A malformed id, or one naming a type that is not a node, is just "not found".
     nodeQueryOptions: {
+      description: 'Relay refetch: the node with this global id; null when the id is unknown, malformed, or names a node the viewer may not see.',
+      args: { id: { description: 'The global `id` of a node.' } },
       authScopes: { authenticated: true },
       resolve: (_root, { id }, _ctx, _info, resolveNode) => (NODE_TYPES.has(id.typename) ? resolveNode(id) : null),
     },
     // A connection's price is set by its page size (connectionComplexity): its edges are not multiplied again.
-    edgesFieldOptions: { complexity: { field: 1, multiplier: 1 } },
+    edgesFieldOptions: { description: 'The items of this page, in the connection’s order, each with its cursor.', complexity: { field: 1, multiplier: 1 } },
     nodesQueryOptions: {
       authScopes: { authenticated: true },
       complexity: (args: { ids: readonly unknown[] }) => listComplexity(args.ids),
       description: `Relay refetch of several nodes, in order (at most ${MAX_NODES_PER_REQUEST}); null where unknown or not visible.`,
-      args: { ids: { validate: z.array(z.unknown()).max(MAX_NODES_PER_REQUEST, `at most ${MAX_NODES_PER_REQUEST} ids`) } },
+      args: {
+        ids: {
+          description: `Global ids of nodes, at most ${MAX_NODES_PER_REQUEST}; the answer has one slot per id, in the same order.`,
+          validate: z.array(z.unknown()).max(MAX_NODES_PER_REQUEST, `at most ${MAX_NODES_PER_REQUEST} ids`),
+        },
+      },
       resolve: async (_root, args, _ctx, _info, resolveNodes) => {
         const all = args.ids;
         // Pothos' resolveNodes callback reads `args.ids` rather than its argument,
@@ -122,5 +160,10 @@ builder.scalarType('DID', {
   parseLiteral: (ast) => parseDID('value' in ast ? ast.value : undefined),
 });
 
-builder.queryType({});
-builder.mutationType({});
+builder.queryType({
+  description: 'Reads. Every field but `serverInfo` needs a bearer token; rows the viewer may not see are left out, exactly as if they did not exist.',
+});
+builder.mutationType({
+  description:
+    'Writes. Each takes one `input` and returns a union of its payload and the expected errors (types implementing `Error`); a refused write changes nothing.',
+});

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { DocumentSweepUnfinishedOperationError } from '../resolvers/errors.js';
 import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { listComplexity } from './complexity.js';
 import { EntityTrim } from './entity-trim.js';
 import { ObservationRecord, ObservationRepair } from './observation.js';
@@ -22,7 +23,7 @@ export const MAX_DOCUMENTS = 100;
 const DocumentConnectorState = builder.objectRef<{ documentID: string }>('DocumentConnectorState').implement({
   description: 'What the connector store holds about one local document, as far as the viewer may see.',
   fields: (t) => ({
-    documentID: t.exposeString('documentID'),
+    documentID: t.exposeString('documentID', { description: 'The local document asked about.' }),
     operations: t.field({
       type: [ConnectorOperation],
       description: 'Write-back operations that produced or updated the document, newest first.',
@@ -31,11 +32,13 @@ const DocumentConnectorState = builder.objectRef<{ documentID: string }>('Docume
     watch: t.field({
       type: ProjectionWatch,
       nullable: true,
+      description: 'The newest watch of the document the viewer may see; null when none.',
       resolve: (doc, _args, ctx) => documentLoaders(ctx).watch.load(doc.documentID),
     }),
     entityTrim: t.field({
       type: EntityTrim,
       nullable: true,
+      description: 'What the document’s last write trimmed, if a record exists and is visible.',
       resolve: (doc, _args, ctx) => documentLoaders(ctx).trim.load(doc.documentID),
     }),
     sweepCandidates: t.field({
@@ -66,7 +69,7 @@ builder.queryFields((t) => ({
     type: DocumentConnectorState,
     description: 'A document’s connector state. A document the store knows nothing about has empty state.',
     authScopes: { authenticated: true },
-    args: { documentID: t.arg.string({ required: true, validate: documentIDInput }) },
+    args: { documentID: t.arg.string({ required: true, validate: documentIDInput, description: 'The local document id (at most 512 characters).' }) },
     resolve: (_root, args) => documentState(args.documentID),
   }),
   documents: t.field({
@@ -75,7 +78,11 @@ builder.queryFields((t) => ({
     complexity: (args) => listComplexity(args.documentIDs),
     authScopes: { authenticated: true },
     args: {
-      documentIDs: t.arg.stringList({ required: true, validate: z.array(documentIDInput).max(MAX_DOCUMENTS, `at most ${MAX_DOCUMENTS} documents`) }),
+      documentIDs: t.arg.stringList({
+        required: true,
+        validate: z.array(documentIDInput).max(MAX_DOCUMENTS, `at most ${MAX_DOCUMENTS} documents`),
+        description: `Local document ids, at most ${MAX_DOCUMENTS}; the answer has one entry per id, in the same order.`,
+      }),
     },
     resolve: (_root, args) => args.documentIDs.map(documentState),
   }),
@@ -83,23 +90,27 @@ builder.queryFields((t) => ({
 
 const SweepDocumentInput = builder.inputType('SweepDocumentInput', {
   description: 'The local document was deleted: delete its connector rows.',
-  fields: (t) => ({ documentID: t.string({ validate: documentIDInput }) }),
+  fields: (t) => ({ documentID: t.string({ validate: documentIDInput, description: 'The deleted local document.' }) }),
 });
 
 const DocumentSweepCounts = builder.simpleObject('DocumentSweepCounts', {
   description: 'How many rows of each kind the sweep deleted.',
   fields: (t) => ({
     observationRecords: t.int({ description: 'Of every signer.' }),
-    repairs: t.int(),
-    trims: t.int(),
-    watches: t.int(),
-    sweepCandidates: t.int(),
+    repairs: t.int({ description: 'Repair obligations (0 or 1).' }),
+    trims: t.int({ description: 'Trim records (0 or 1).' }),
+    watches: t.int({ description: 'Watches, of every owner.' }),
+    sweepCandidates: t.int({ description: 'Sweep candidates, of every receipt.' }),
     operations: t.int({ description: 'Finished (COMMITTED or DEAD) operations only.' }),
   }),
 });
 
 const SweepDocumentPayload = builder.simpleObject('SweepDocumentPayload', {
-  fields: (t) => ({ documentID: t.string(), deleted: t.field({ type: DocumentSweepCounts }) }),
+  description: 'What the document sweep deleted.',
+  fields: (t) => ({
+    documentID: t.string({ description: 'The swept document.' }),
+    deleted: t.field({ type: DocumentSweepCounts, description: 'How many rows of each kind were deleted.' }),
+  }),
 });
 
 builder.mutationField('sweepDocument', (t) =>
@@ -108,8 +119,8 @@ builder.mutationField('sweepDocument', (t) =>
     description:
       'Service principals only (a document id names one document across owners): delete a deleted document’s observation records, repair, trim, watch, sweep candidates and finished operations, in one transaction (SPEC §3.6). Refused while an unfinished operation names it.',
     type: SweepDocumentPayload,
-    args: { input: t.arg({ type: SweepDocumentInput, required: true }) },
-    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: { name: 'SweepDocumentResult' } },
+    args: { input: t.arg({ type: SweepDocumentInput, required: true, description: 'The deleted local document.' }) },
+    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: resultUnion('SweepDocumentResult') },
     resolve: async (_root, { input }, ctx) => ({ documentID: input.documentID, deleted: await sweepDocument(input.documentID, ctx) }),
   }),
 );

@@ -22,9 +22,9 @@ import { builder } from './builder.js';
 export const ErrorInterface = builder.interfaceRef<Error & { code?: string }>('Error').implement({
   description: 'An expected failure of a mutation: the write did not happen (or changed nothing).',
   fields: (t) => ({
-    message: t.exposeString('message'),
+    message: t.exposeString('message', { description: 'What went wrong, in words for people; match on `code` or the type, not on this text.' }),
     code: t.string({
-      description: 'Stable machine-readable code.',
+      description: 'Stable machine-readable code, set by the server (e.g. `NOT_FOUND`, `STALE_LEASE`, `VALIDATION_FAILED`).',
       resolve: (error) => (error instanceof InputValidationError ? 'VALIDATION_FAILED' : (error.code ?? 'ERROR')),
     }),
   }),
@@ -64,7 +64,8 @@ builder.objectType(InvalidStateError, {
 
 builder.objectType(SyncProgressConflictError, {
   name: 'SyncProgressConflictError',
-  description: 'The sync progress compare-and-swap kept losing.',
+  description:
+    'The store’s retrying sync-progress compare-and-swap kept losing. No mutation returns it today: `updateSyncProgress` is single-shot and answers a lost round with `applied: false`.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof SyncProgressConflictError,
   fields: () => ({}),
@@ -72,11 +73,11 @@ builder.objectType(SyncProgressConflictError, {
 
 builder.objectType(IdempotencyConflictError, {
   name: 'IdempotencyConflictError',
-  description: 'The idempotency key was used before for a different write; the stored operation is untouched.',
+  description: 'The idempotency key (of an operation or a sweep receipt) was used before for a different write; the stored row is untouched.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof IdempotencyConflictError,
   fields: (t) => ({
-    field: t.exposeString('field', { description: 'The first input field that differs from the stored operation.' }),
+    field: t.exposeString('field', { description: 'The first input field that differs from the stored row.' }),
   }),
 });
 
@@ -107,7 +108,8 @@ builder.objectType(DocumentSweepUnfinishedOperationError, {
 
 builder.objectType(ForbiddenError, {
   name: 'ForbiddenError',
-  description: 'The viewer may not act as the DID named in the input.',
+  description:
+    'The viewer may not do this: act as the DID named in the input, act as an operator on another owner’s operation, or replace a row another owner holds.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof ForbiddenError,
   fields: () => ({}),
@@ -116,7 +118,7 @@ builder.objectType(ForbiddenError, {
 const InputValidationIssue = builder.objectRef<StandardSchemaV1.Issue>('InputValidationIssue').implement({
   description: 'One invalid input field.',
   fields: (t) => ({
-    message: t.exposeString('message'),
+    message: t.exposeString('message', { description: 'What is wrong with the value, e.g. "must be at least 1000 ms".' }),
     path: t.stringList({
       description: 'Where the value is, e.g. ["input", "leaseMs"].',
       resolve: (issue) => issue.path?.map((part) => String(typeof part === 'object' ? part.key : part)) ?? [],
@@ -130,9 +132,18 @@ builder.objectType(InputValidationError, {
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof InputValidationError,
   fields: (t) => ({
-    issues: t.field({ type: [InputValidationIssue], resolve: (error) => error.issues }),
+    issues: t.field({ type: [InputValidationIssue], description: 'One entry per problem found, each naming its input field.', resolve: (error) => error.issues }),
   }),
 });
+
+/**
+ * The errors plugin's union of a mutation's payload and its expected errors,
+ * named `<Mutation>Result` (the name is spelled out at each use), described.
+ */
+export function resultUnion(name: `${string}Result`): { name: string; description: string } {
+  const mutation = `${name.charAt(0).toLowerCase()}${name.slice(1, -'Result'.length)}`;
+  return { name, description: `What \`${mutation}\` returns: its payload, or one of its expected errors (each implements \`Error\`).` };
+}
 
 /** Every error a fenced operation write can return. */
 export const FENCED_WRITE_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError];

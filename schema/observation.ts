@@ -11,6 +11,7 @@ import * as resolve from '../resolvers/observations.js';
 import type { ObservationRecord as RecordShape, ObservationRepair as RepairShape } from '../resolvers/observations.js';
 import { connectionComplexity } from './complexity.js';
 import { builder } from './builder.js';
+import { resultUnion } from './errors.js';
 import { base64Input, documentIDInput, hlcInput, textInput } from './inputs.js';
 
 export const ObservationRecord = builder.objectRef<RecordShape>('ObservationRecord').implement({
@@ -19,7 +20,7 @@ export const ObservationRecord = builder.objectRef<RecordShape>('ObservationReco
     type: t.exposeString('type', { description: 'Always `connector.observation`.' }),
     owner: t.expose('owner', { type: 'DID', description: 'The signer of the op.' }),
     documentID: t.exposeString('id', { description: 'The document the op observes.' }),
-    opHash: t.exposeString('opHash'),
+    opHash: t.exposeString('opHash', { description: 'Hash of the op, as the signer sent it; with type, signer and document, the record’s key.' }),
     hlc: t.exposeString('hlc', { description: 'Hybrid logical clock stamp of the op.' }),
     opJWT: t.exposeString('opJWT', { description: 'The signed op.' }),
     payload: t.string({
@@ -33,12 +34,12 @@ export const ObservationRecord = builder.objectRef<RecordShape>('ObservationReco
 export const ObservationRepair = builder.objectRef<RepairShape>('ObservationRepair').implement({
   description: 'A repair obligation for a document: what the provider held as of `fetchHLC`, and the decision taken.',
   fields: (t) => ({
-    documentID: t.exposeString('documentID'),
-    owner: t.expose('owner', { type: 'DID' }),
-    fetchHLC: t.exposeString('fetchHLC'),
-    decisionHLC: t.exposeString('decisionHLC'),
+    documentID: t.exposeString('documentID', { description: 'The document the obligation is for (one obligation per document).' }),
+    owner: t.expose('owner', { type: 'DID', description: 'Who holds the obligation: its writer, or the owner a service named. They (and services) may see it.' }),
+    fetchHLC: t.exposeString('fetchHLC', { description: 'Hybrid logical clock stamp of the provider fetch the obligation rests on, as recorded.' }),
+    decisionHLC: t.exposeString('decisionHLC', { description: 'Hybrid logical clock stamp of the decision taken, as recorded.' }),
     present: t.exposeBoolean('present', { description: 'Whether the document is present at the provider as of `fetchHLC`.' }),
-    valueDigest: t.exposeString('valueDigest', { nullable: true }),
+    valueDigest: t.exposeString('valueDigest', { nullable: true, description: 'Digest of the document’s value, as the worker recorded it; null when none was given.' }),
     writtenAt: t.expose('writtenAt', { type: 'DateTime', description: 'Set by the server on every upsert: the order of `repairsWrittenSince`.' }),
   }),
 });
@@ -49,8 +50,12 @@ builder.queryFields((t) => ({
     description: 'A document’s observation records by HLC (then signer, op hash). A user sees the records they signed; a service every signer’s, or one `owner`’s.',
     authScopes: { authenticated: true },
     args: {
-      documentID: t.arg.string({ required: true, validate: documentIDInput }),
-      owner: t.arg({ type: 'DID', required: false }),
+      documentID: t.arg.string({ required: true, validate: documentIDInput, description: 'The local document.' }),
+      owner: t.arg({
+        type: 'DID',
+        required: false,
+        description: 'Only records this signer signed. A service may name anyone; a user naming someone else gets none.',
+      }),
     },
     resolve: (_root, args, ctx) => resolve.listObservationRecords(args, ctx),
   }),
@@ -63,7 +68,8 @@ builder.queryFields((t) => ({
       authScopes: { service: true },
       resolve: (_root, args, ctx) => resolve.repairsWrittenSince(args, ctx),
     },
-    { name: 'ObservationRepairConnection' },
+    { name: 'ObservationRepairConnection', description: 'A page of `repairsWrittenSince`, in the order the repairs were written.' },
+    { description: 'One repair obligation in a page of `repairsWrittenSince`, with its cursor.' },
   ),
 }));
 
@@ -72,40 +78,43 @@ const PutObservationRecordInput = builder.inputType('PutObservationRecordInput',
   fields: (t) => ({
     type: t.string({ validate: textInput, description: 'Must be `connector.observation`.' }),
     owner: t.field({ type: 'DID', required: false, description: 'The signer. Default: the viewer; only a service may name another.' }),
-    documentID: t.string({ validate: documentIDInput }),
-    opHash: t.string({ validate: hlcInput }),
-    hlc: t.string({ validate: hlcInput }),
-    opJWT: t.string({ validate: textInput }),
+    documentID: t.string({ validate: documentIDInput, description: 'The document the op observes.' }),
+    opHash: t.string({ validate: hlcInput, description: 'Hash of the op (at most 128 characters); part of the record’s key.' }),
+    hlc: t.string({ validate: hlcInput, description: 'Hybrid logical clock stamp of the op (at most 128 characters).' }),
+    opJWT: t.string({ validate: textInput, description: 'The signed op (stored as given; the server does not verify it).' }),
     payload: t.string({ required: false, validate: base64Input.optional().nullable(), description: 'Payload bytes, standard base64 (at most 512 KiB decoded).' }),
   }),
 });
 
 const PutObservationRecordPayload = builder.simpleObject('PutObservationRecordPayload', {
+  description: 'Whether the record was stored.',
   fields: (t) => ({ inserted: t.boolean({ description: 'False when the record was already stored (nothing changed).' }) }),
 });
 
 const UpsertObservationRepairInput = builder.inputType('UpsertObservationRepairInput', {
   description: 'Write a document’s repair obligation, replacing an earlier one; it moves to the end of `repairsWrittenSince`.',
   fields: (t) => ({
-    documentID: t.string({ validate: documentIDInput }),
+    documentID: t.string({ validate: documentIDInput, description: 'The document the obligation is for.' }),
     owner: t.field({ type: 'DID', required: false, description: 'Default: the viewer; only a service may name another owner.' }),
-    fetchHLC: t.string({ validate: hlcInput }),
-    decisionHLC: t.string({ validate: hlcInput }),
-    present: t.boolean(),
-    valueDigest: t.string({ required: false, validate: textInput.optional().nullable() }),
+    fetchHLC: t.string({ validate: hlcInput, description: 'Hybrid logical clock stamp of the provider fetch the obligation rests on.' }),
+    decisionHLC: t.string({ validate: hlcInput, description: 'Hybrid logical clock stamp of the decision taken.' }),
+    present: t.boolean({ description: 'Whether the document is present at the provider as of `fetchHLC`.' }),
+    valueDigest: t.string({ required: false, validate: textInput.optional().nullable(), description: 'Digest of the document’s value, if any.' }),
   }),
 });
 
 const ObservationRepairPayload = builder.objectRef<{ repair: RepairShape }>('ObservationRepairPayload').implement({
-  fields: (t) => ({ repair: t.field({ type: ObservationRepair, resolve: (r) => r.repair }) }),
+  description: 'The repair obligation after the write.',
+  fields: (t) => ({ repair: t.field({ type: ObservationRepair, description: 'The obligation as stored (`writtenAt` is now).', resolve: (r) => r.repair }) }),
 });
 
 const DeleteObservationRepairInput = builder.inputType('DeleteObservationRepairInput', {
   description: 'The repair was carried out: remove the obligation.',
-  fields: (t) => ({ documentID: t.string({ validate: documentIDInput }) }),
+  fields: (t) => ({ documentID: t.string({ validate: documentIDInput, description: 'The document whose obligation to remove.' }) }),
 });
 
 const DeleteObservationRepairPayload = builder.simpleObject('DeleteObservationRepairPayload', {
+  description: 'Whether an obligation was removed.',
   fields: (t) => ({ deleted: t.boolean({ description: 'False when the document had no obligation the viewer may see.' }) }),
 });
 
@@ -116,8 +125,8 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Store a signed observation op (idempotent). Another record type is an ObservationRecordTypeError.',
     type: PutObservationRecordPayload,
-    args: { input: t.arg({ type: PutObservationRecordInput, required: true }) },
-    errors: { types: [InputValidationError, ObservationRecordTypeError, ForbiddenError], directResult: true, union: { name: 'PutObservationRecordResult' } },
+    args: { input: t.arg({ type: PutObservationRecordInput, required: true, description: 'The signed op to store.' }) },
+    errors: { types: [InputValidationError, ObservationRecordTypeError, ForbiddenError], directResult: true, union: resultUnion('PutObservationRecordResult') },
     resolve: (_root, { input }, ctx) =>
       resolve.putObservationRecord({ ...input, payload: input.payload == null ? null : new Uint8Array(Buffer.from(input.payload, 'base64')) }, ctx),
   }),
@@ -125,16 +134,16 @@ builder.mutationFields((t) => ({
     ...mutation,
     description: 'Write a document’s repair obligation. A user may not replace another owner’s.',
     type: ObservationRepairPayload,
-    args: { input: t.arg({ type: UpsertObservationRepairInput, required: true }) },
-    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: { name: 'UpsertObservationRepairResult' } },
+    args: { input: t.arg({ type: UpsertObservationRepairInput, required: true, description: 'The document’s repair obligation.' }) },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: resultUnion('UpsertObservationRepairResult') },
     resolve: (_root, { input }, ctx) => resolve.upsertObservationRepair(input, ctx),
   }),
   deleteObservationRepair: t.field({
     ...mutation,
     description: 'Remove a document’s repair obligation.',
     type: DeleteObservationRepairPayload,
-    args: { input: t.arg({ type: DeleteObservationRepairInput, required: true }) },
-    errors: { types: [InputValidationError], directResult: true, union: { name: 'DeleteObservationRepairResult' } },
+    args: { input: t.arg({ type: DeleteObservationRepairInput, required: true, description: 'The document whose repair obligation to remove.' }) },
+    errors: { types: [InputValidationError], directResult: true, union: resultUnion('DeleteObservationRepairResult') },
     resolve: (_root, { input }, ctx) => resolve.deleteObservationRepair(input.documentID, ctx),
   }),
 }));

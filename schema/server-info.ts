@@ -18,6 +18,7 @@ const ServerInfo = builder.simpleObject('ServerInfo', {
 builder.queryField('serverInfo', (t) =>
   t.field({
     type: ServerInfo,
+    description: 'What this server runs on, and who the request was authenticated as. Open to anonymous callers.',
     resolve: (_root, _args, ctx) => ({
       version: VERSION,
       dialect: ctx.store.dialect,

@@ -6,40 +6,52 @@ export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' |
 import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
 /** Take an absent or expired lease of a live operation (a new lease epoch). */
 export type AcquireOperationLeaseInput = {
+  /** The operation. */
   id: string | number;
+  /** Lease length in ms (1 s to 1 h). */
   leaseMs: number;
 };
 
 /** Arm the watch of a provider document for verification (SPEC §3.5). */
 export type ArmWatchInput = {
+  /** Which of the owner’s provider accounts holds the document. Part of the watch’s identity. */
   accountKey: string;
+  /** The connector that syncs the document. Part of the watch’s identity. */
   connectorName: string;
   /** The local document: needed to create the watch; an existing watch keeps its document. */
   documentID?: string | null | undefined;
   /** When the attempt is due. Default: now. */
   dueAt?: string | null | undefined;
+  /** The document’s model. Part of the watch’s identity. */
   model: string;
   /** Digest of the winner observed at the provider; kept as stored when omitted (a coalesce ignores it). */
   observedWinnerDigest?: string | null | undefined;
   /** Default: the viewer; only a service may name another owner. */
   ownerDID?: string | null | undefined;
+  /** Why: decides whether a pending watch coalesces or opens a new generation. */
   reason: ArmWatchReason;
-  /** The provider’s id of the document. */
+  /** The provider’s id of the document. Part of the watch’s identity. */
   sourceID: string;
 };
 
 /** CREATED: a new watch. REARMED: a new generation of an existing watch. COALESCED: an ingest on a pending watch only moved nextAttemptAt. */
 export const ArmWatchOutcome = {
+  /** An INGEST on a pending watch: only `nextAttemptAt` moved; the version, and so any claim in flight, stand. */
   Coalesced: 'COALESCED',
+  /** A new watch (generation 0), pending verification. */
   Created: 'CREATED',
+  /** A new generation of the existing watch: attempts 0, PENDING_VERIFICATION, claim cleared, version + 1. */
   Rearmed: 'REARMED'
 } as const;
 
 export type ArmWatchOutcome = typeof ArmWatchOutcome[keyof typeof ArmWatchOutcome];
 /** INGEST: a sync saw the provider document change; coalesces on a watch already pending (only nextAttemptAt moves, the version stays). REPAIR: a repair obligation needs a fresh check. MANUAL: an operator asked. REPAIR and MANUAL always open a new generation. */
 export const ArmWatchReason = {
+  /** A sync saw the provider document change: creates the watch, opens a new generation on a VERIFIED or FAILED one, and on one already pending only moves `nextAttemptAt`. */
   Ingest: 'INGEST',
+  /** An operator asked: always opens a new generation. */
   Manual: 'MANUAL',
+  /** A repair obligation needs a fresh check: always opens a new generation. */
   Repair: 'REPAIR'
 } as const;
 
@@ -56,92 +68,125 @@ export type CancelOperationInput = {
 
 /** Claim (create or replay) the operation with this idempotency key. The caller is always the viewer. */
 export type ClaimOperationInput = {
+  /** Which of the owner’s provider accounts the write goes to. Kept from the first claim. */
   accountKey: string;
+  /** The connector that performs the write. Part of the write’s identity. */
   connectorName: string;
+  /** An id derived from the write, by which a reconcile can find it at the provider. Kept from the first claim; opaque to the server. */
   deterministicEventID: string;
   /** Lease length in ms (1 s to 1 h). */
   leaseMs: number;
+  /** The model of the written document. Part of the write’s identity. */
   model: string;
+  /** Create or update. Part of the write’s identity. */
   op: ConnectorOperationOp;
   /** Idempotency key, unique per caller. */
   operationID: string;
   /** Whose data this writes. Default: the viewer; only a service may name another owner. */
   ownerDID?: string | null | undefined;
+  /** Your hash of the write’s payload. Part of the write’s identity. */
   payloadHash: string;
+  /** Your intent for reissuing the write. Kept from the first claim; not interpreted by the server. */
   reissueIntent: string;
+  /** The provider’s id of the target document, when known. Kept from the first claim. */
   sourceID?: string | null | undefined;
+  /** Where at the provider the write goes (e.g. a calendar). Part of the write’s identity. */
   target: string;
 };
 
 /** CLAIMED: you hold a lease (new operation or taken over). REPLAYED: it committed before; the result is in `replay`. DEAD: it was given up. IN_FLIGHT: another holder has a live lease. */
 export const ClaimOutcome = {
+  /** You hold a lease (`lease`): the operation is new, or you took over an absent or expired lease. */
   Claimed: 'CLAIMED',
+  /** The operation was given up; no lease. An operator may `retryOperation` it. */
   Dead: 'DEAD',
+  /** Another holder’s lease is live; no lease. Claim again after it lapses. */
   InFlight: 'IN_FLIGHT',
+  /** The operation committed before: its recorded result is in `replay`; do not write again. */
   Replayed: 'REPLAYED'
 } as const;
 
 export type ClaimOutcome = typeof ClaimOutcome[keyof typeof ClaimOutcome];
 /** Hold the current verification attempt for `claimMs` (compare-and-swap on `version`). */
 export type ClaimWatchAttemptInput = {
+  /** How long to hold the attempt, in ms (1 s to 1 h). */
   claimMs: number;
+  /** The watch. */
   id: string | number;
+  /** The watch’s `version` as you read it (e.g. from `dueWatches`). */
   version: number;
 };
 
 /** The document’s last write trimmed nothing: remove its record. */
 export type ClearEntityTrimInput = {
+  /** The document whose record to remove. */
   documentID: string;
 };
 
 /** Close a receipt whose candidates are all resolved, and advance its partition’s checkpoint (never backwards). */
 export type CommitSweepReceiptInput = {
+  /** The receipt. */
   id: string | number;
 };
 
 /** The provider write an operation performs. */
 export const ConnectorOperationOp = {
+  /** Creates a document at the provider. */
   Create: 'CREATE',
+  /** Updates an existing document at the provider. */
   Update: 'UPDATE'
 } as const;
 
 export type ConnectorOperationOp = typeof ConnectorOperationOp[keyof typeof ConnectorOperationOp];
 /** ATTEMPTED: live, may be sent. RECONCILE_ONLY: a request may have reached the provider with its outcome unknown; the next holder must reconcile, never blindly resend. COMMITTED: landed, result recorded. DEAD: given up. */
 export const ConnectorOperationState = {
+  /** Live: the lease holder may start an attempt and send the provider request. */
   Attempted: 'ATTEMPTED',
+  /** Terminal: the write landed and its result is recorded (`documentID`, `resultEntity`). */
   Committed: 'COMMITTED',
+  /** Terminal: given up (a fatal outcome, attempts exhausted, or cancelled by an operator); `retryOperation` can revive it. */
   Dead: 'DEAD',
+  /** Live, but a request may have reached the provider with its outcome unknown: the holder must reconcile (`recordReconcileResult`) before anything is sent again. */
   ReconcileOnly: 'RECONCILE_ONLY'
 } as const;
 
 export type ConnectorOperationState = typeof ConnectorOperationState[keyof typeof ConnectorOperationState];
-/** Why work was pushed out without spending an attempt; each lapses on its own (resumeDeferred). */
+/** Why work was pushed out without spending an attempt; each reason is lifted by its own `resumeDeferred`. */
 export const DeferReason = {
+  /** The owner must (re)authorize the connector. `resumeDeferred(AUTH)` makes that owner’s connector’s work due once they have. */
   Auth: 'AUTH',
+  /** The device was offline, so nothing reached the provider. `resumeDeferred(OFFLINE)` makes such work due when it reconnects. */
   Offline: 'OFFLINE'
 } as const;
 
 export type DeferReason = typeof DeferReason[keyof typeof DeferReason];
 /** The repair was carried out: remove the obligation. */
 export type DeleteObservationRepairInput = {
+  /** The document whose obligation to remove. */
   documentID: string;
 };
 
 /** Delete a sync state. Setting it again later creates a new one: version 0, a new incarnation and a new id. */
 export type DeleteSyncStateInput = {
+  /** The sync state. */
   id: string | number;
 };
 
 /** Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4). */
 export type FinalizeOperationInput = {
+  /** The digest of the document’s current winner, as you know it: stored as the armed watch’s `observedWinnerDigest`. */
   currentWinnerDigest?: string | null | undefined;
   /** The local document the write produced or updated. */
   documentID: string;
+  /** The operation. */
   id: string | number;
+  /** Your lease token. */
   leaseToken: string;
+  /** The result to record and replay to later claims (any JSON, at most 256 KiB, 64 levels). */
   resultEntity?: unknown;
   /** The provider’s id of the written document. */
   sourceID: string;
+  /** The lease epoch your lease was granted at. */
   version: number;
 };
 
@@ -157,8 +202,9 @@ export type MarkOperationSentInput = {
   version: number;
 };
 
-/** Narrows `operations` and `operationCounts`; fields combine with AND. */
+/** Narrows `operations`, `operationCounts`, `operationsChanged` and the bulk operator actions; fields combine with AND. */
 export type OperationFilter = {
+  /** Only this connector’s operations. */
   connectorName?: string | null | undefined;
   /** Created at or after this instant. */
   createdAfter?: string | null | undefined;
@@ -166,6 +212,7 @@ export type OperationFilter = {
   createdBefore?: string | null | undefined;
   /** Any of these defer reasons. */
   deferReasons?: Array<DeferReason> | null | undefined;
+  /** Only operations finalized for this local document. */
   documentID?: string | null | undefined;
   /** Live, with the next attempt due strictly before this instant. */
   dueBefore?: string | null | undefined;
@@ -173,7 +220,9 @@ export type OperationFilter = {
   lastKinds?: Array<OperationOutcomeKind> | null | undefined;
   /** At least this many attempts started. */
   minAttempts?: number | null | undefined;
+  /** Only operations writing this model. */
   model?: string | null | undefined;
+  /** Only operations writing this owner’s data. */
   ownerDID?: string | null | undefined;
   /** Any of these states. */
   states?: Array<ConnectorOperationState> | null | undefined;
@@ -200,19 +249,28 @@ export const OperationHistoryKind = {
 export type OperationHistoryKind = typeof OperationHistoryKind[keyof typeof OperationHistoryKind];
 /** How an attempt ended short of success: RETRYABLE (backoff), UNKNOWN (may have reached the provider: reconcile next), FATAL (dead), OFFLINE and AUTH (deferred without spending the attempt). */
 export const OperationOutcomeKind = {
+  /** The owner’s authorization is missing or expired: deferred (defer reason AUTH) and the attempt is given back. */
   Auth: 'AUTH',
+  /** The provider refused for good: the operation becomes DEAD. */
   Fatal: 'FATAL',
+  /** The device is offline: deferred (defer reason OFFLINE) and the attempt is given back. */
   Offline: 'OFFLINE',
+  /** A transient failure: due again after exponential backoff with jitter (or the provider’s retry-after, if longer); DEAD once the attempts are spent. */
   Retryable: 'RETRYABLE',
+  /** The request may have reached the provider: the operation becomes RECONCILE_ONLY, due after the same backoff. */
   Unknown: 'UNKNOWN'
 } as const;
 
 export type OperationOutcomeKind = typeof OperationOutcomeKind[keyof typeof OperationOutcomeKind];
 /** Store a signed observation op; storing the same (type, owner, document, op hash) again changes nothing. */
 export type PutObservationRecordInput = {
+  /** The document the op observes. */
   documentID: string;
+  /** Hybrid logical clock stamp of the op (at most 128 characters). */
   hlc: string;
+  /** Hash of the op (at most 128 characters); part of the record’s key. */
   opHash: string;
+  /** The signed op (stored as given; the server does not verify it). */
   opJWT: string;
   /** The signer. Default: the viewer; only a service may name another. */
   owner?: string | null | undefined;
@@ -226,13 +284,17 @@ export type PutObservationRecordInput = {
 export type RecordOperationAttemptInput = {
   /** The operation. */
   id: string | number;
+  /** How the attempt ended; decides the next state and when it is due. */
   kind: OperationOutcomeKind;
+  /** The provider’s HTTP status (100 to 599), if a response came back. */
   lastHTTPStatus?: number | null | undefined;
   /** Your lease token. */
   leaseToken: string;
   /** What went wrong (e.g. the provider’s error text). Kept on the attempt and as `lastError`: cut to 2 000 characters, lease token, send marker and anything shaped like a bearer token or JWT replaced by `[redacted]`. */
   message?: string | null | undefined;
+  /** The provider’s etag, if it sent one. Omitted: the stored etag is kept. */
   providerEtag?: string | null | undefined;
+  /** The provider’s retry-after, in ms (at most 7 days): after RETRYABLE or UNKNOWN the next attempt is due no sooner, even when the backoff is shorter. */
   retryAfterMs?: number | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
@@ -242,10 +304,11 @@ export type RecordOperationAttemptInput = {
 export type RecordReconcileResultInput = {
   /** The operation. */
   id: string | number;
-  /** Whether the write is at the provider: then finalize; otherwise it is due again. */
+  /** Whether the write is at the provider: then finalize; otherwise it is due again (DEAD if its attempts are spent). */
   landed: boolean;
   /** Your lease token. */
   leaseToken: string;
+  /** The provider’s etag of what was found. Omitted: the stored etag is kept. */
   providerEtag?: string | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
@@ -253,6 +316,7 @@ export type RecordReconcileResultInput = {
 
 /** Applying a pending candidate failed: backoff, and FAILED after 5 failures. */
 export type RecordSweepApplyFailureInput = {
+  /** The candidate’s local document. */
   documentID: string;
   /** Why it failed; kept as lastError (cut to 2 000 characters). */
   error: string;
@@ -262,7 +326,9 @@ export type RecordSweepApplyFailureInput = {
 
 /** Resolve a pending candidate. Recording the outcome it already has changes nothing. */
 export type RecordSweepOutcomeInput = {
+  /** The candidate’s local document. */
   documentID: string;
+  /** Whether the document was deleted or kept. */
   outcome: SweepOutcome;
   /** The receipt the candidate belongs to. */
   receipt: string | number;
@@ -270,21 +336,31 @@ export type RecordSweepOutcomeInput = {
 
 /** Record one listing pass and its deletion candidates (each PENDING, due now), in one transaction. Replaying an identical receipt writes nothing. */
 export type RecordSweepReceiptInput = {
+  /** The partition’s local documents the pass did not keep (at most 10000); each becomes PENDING, due now. */
   candidates: Array<SweepCandidateInput>;
+  /** Whether the pass listed the whole partition. */
   complete: boolean;
+  /** The connector that listed the partition. */
   connectorName: string;
+  /** The pass’s `keep`; stored as given (opaque to the server). */
   keep: string;
+  /** The kind of pass; stored as given (opaque to the server). */
   kind: string;
+  /** The model of the listed documents. */
   modelID: string;
   /** Default: the viewer; only a service may name another owner. */
   ownerDID?: string | null | undefined;
+  /** The partition listed (a name of your choosing). */
   partition: string;
   /** What the pass listed by (any JSON, at most 256 KiB). */
   predicate?: unknown;
   /** Names the pass, e.g. its run id. */
   provenance: string;
+  /** The pass’s scope; stored as given (opaque to the server). */
   scope: string;
+  /** The pass’s place in the partition’s order (0 or more); the checkpoint never moves back past it. */
   sequence: number;
+  /** Hybrid logical clock stamp of the provider fetch the listing came from. */
   sourceFetchHLC: string;
 };
 
@@ -292,9 +368,13 @@ export type RecordSweepReceiptInput = {
 export type RecordVerificationInput = {
   /** MATCH: the verified digest (required). MISMATCH: the observed digest. */
   digest?: string | null | undefined;
+  /** The watch. */
   id: string | number;
+  /** The `repairGeneration` you checked. */
   repairGeneration: number;
+  /** What the check found. */
   result: VerificationResult;
+  /** The `version` your `claimWatchAttempt` returned. */
   version: number;
 };
 
@@ -312,6 +392,7 @@ export type ReleaseOperationLeaseInput = {
 export type RenewOperationLeaseInput = {
   /** The operation. */
   id: string | number;
+  /** The new lease length in ms from now (1 s to 1 h). */
   leaseMs: number;
   /** Your lease token. */
   leaseToken: string;
@@ -321,7 +402,9 @@ export type RenewOperationLeaseInput = {
 
 /** Re-arm a watch: a new verification generation, due at `dueAt` (default now). */
 export type RequestRepullInput = {
+  /** When the new round is due. Default: now. */
   dueAt?: string | null | undefined;
+  /** The watch. */
   id: string | number;
 };
 
@@ -339,6 +422,7 @@ export type ResumeDeferredInput = {
   connectorName?: string | null | undefined;
   /** Default: the viewer (a service may omit it for every owner with OFFLINE). */
   ownerDID?: string | null | undefined;
+  /** Which deferred work to make due. */
   reason: DeferReason;
 };
 
@@ -354,6 +438,7 @@ export type RetryOperationInput = {
 export type SetEntityTrimInput = {
   /** Kept as first recorded when the record is replaced. */
   connectorName: string;
+  /** The document the write trimmed. */
   documentID: string;
   /** Default: the viewer; only a service may name another owner. */
   ownerDID?: string | null | undefined;
@@ -373,28 +458,38 @@ export type StartOperationAttemptInput = {
 
 /** A local document the listing pass did not keep. */
 export type SweepCandidateInput = {
+  /** The local document; at most once per receipt. */
   documentID: string;
+  /** The document’s model. */
   modelID: string;
+  /** The provider’s id of the document. */
   sourceID: string;
 };
 
 /** PENDING: not yet resolved, due at nextAttemptAt. APPLIED: deleted locally. KEPT: checked and kept. FAILED: applying it failed 5 times; given up. */
 export const SweepCandidateState = {
+  /** The worker deleted the local document (terminal). */
   Applied: 'APPLIED',
+  /** Applying it failed 5 times; given up (terminal). */
   Failed: 'FAILED',
+  /** The worker checked the document and kept it (terminal). */
   Kept: 'KEPT',
+  /** Not yet resolved: due at `nextAttemptAt`. */
   Pending: 'PENDING'
 } as const;
 
 export type SweepCandidateState = typeof SweepCandidateState[keyof typeof SweepCandidateState];
 /** The local document was deleted: delete its connector rows. */
 export type SweepDocumentInput = {
+  /** The deleted local document. */
   documentID: string;
 };
 
 /** APPLIED: the document was deleted locally. KEPT: it was checked and stays. */
 export const SweepOutcome = {
+  /** The worker deleted the local document. */
   Applied: 'APPLIED',
+  /** The worker checked the document and it stays. */
   Kept: 'KEPT'
 } as const;
 
@@ -403,63 +498,93 @@ export type SweepOutcome = typeof SweepOutcome[keyof typeof SweepOutcome];
 export type SweepReceiptFilter = {
   /** true: committed passes; false: passes still being applied. */
   committed?: boolean | null | undefined;
+  /** Only this connector’s receipts. */
   connectorName?: string | null | undefined;
+  /** Only this owner’s receipts. */
   ownerDID?: string | null | undefined;
+  /** Only receipts of this partition. */
   partition?: string | null | undefined;
 };
 
+/** Narrows `syncStates`; fields combine with AND. */
 export type SyncStateFilter = {
+  /** Only this connector’s sync states. */
   connectorName?: string | null | undefined;
+  /** Only this owner’s sync states. */
   ownerDID?: string | null | undefined;
   /** Stale syncs only: no progress written for at least this many ms (see `progressedAt`), or a lease that expired. What a dashboard shows as stuck. */
   staleForMs?: number | null | undefined;
+  /** Only sync states with exactly this status. */
   status?: string | null | undefined;
 };
 
 /** One compare-and-swap round of sync progress. The status is never written by this path. */
 export type UpdateSyncProgressInput = {
+  /** The new checkpoint (any JSON, at most 256 KiB, 64 levels). Omitted: cleared. */
   checkpoint?: unknown;
+  /** How many entities the sync holds (0 or more). */
   entityCount: number;
+  /** The sync’s error (at most 10 000 characters). Omitted: cleared. */
   error?: string | null | undefined;
+  /** The `incarnation` you read: a row deleted and recreated since has another, so the write does not apply to it. */
   expectedIncarnation: string;
+  /** The `version` you read: the write applies only if it is still current. */
   expectedVersion: number;
+  /** The sync state. */
   id: string | number;
+  /** When the sync last ran, as you record it (free text, at most 200 characters). */
   lastSyncedAt: string;
+  /** Recovery data (any JSON, at most 256 KiB, 64 levels). Omitted: cleared. */
   recovery?: unknown;
 };
 
 /** Write a document’s repair obligation, replacing an earlier one; it moves to the end of `repairsWrittenSince`. */
 export type UpsertObservationRepairInput = {
+  /** Hybrid logical clock stamp of the decision taken. */
   decisionHLC: string;
+  /** The document the obligation is for. */
   documentID: string;
+  /** Hybrid logical clock stamp of the provider fetch the obligation rests on. */
   fetchHLC: string;
   /** Default: the viewer; only a service may name another owner. */
   owner?: string | null | undefined;
+  /** Whether the document is present at the provider as of `fetchHLC`. */
   present: boolean;
+  /** Digest of the document’s value, if any. */
   valueDigest?: string | null | undefined;
 };
 
 /** MATCH: the provider matches (send the digest). MISMATCH: it does not (backoff; FAILED after the maximum). OFFLINE: could not check; deferred without spending an attempt. */
 export const VerificationResult = {
+  /** The provider matches the local state: VERIFIED, with `digest` as the verified digest (required). */
   Match: 'MATCH',
+  /** It does not: attempts + 1 and due again after a backoff (30 s, doubling, at most 1 h); the 5th mismatch makes the watch FAILED. */
   Mismatch: 'MISMATCH',
+  /** Could not check: pushed out 5 minutes (defer reason OFFLINE) without spending an attempt. */
   Offline: 'OFFLINE'
 } as const;
 
 export type VerificationResult = typeof VerificationResult[keyof typeof VerificationResult];
 /** PENDING_VERIFICATION: a verification round is open. VERIFIED: the provider matches the local state. FAILED: gave up after the maximum mismatches. */
 export const VerificationStatus = {
+  /** Given up after 5 mismatches in this generation; nothing is due until an arm opens a new one. */
   Failed: 'FAILED',
+  /** A verification round is open, due at `nextAttemptAt`. */
   PendingVerification: 'PENDING_VERIFICATION',
+  /** The provider matched the local state (`verifiedStateDigest`); nothing is due. */
   Verified: 'VERIFIED'
 } as const;
 
 export type VerificationStatus = typeof VerificationStatus[keyof typeof VerificationStatus];
 /** Narrows `watches`; fields combine with AND. */
 export type WatchFilter = {
+  /** Only this connector’s watches. */
   connectorName?: string | null | undefined;
+  /** Only watches of this local document. */
   documentID?: string | null | undefined;
+  /** Only this owner’s watches. */
   ownerDID?: string | null | undefined;
+  /** Any of these statuses. */
   statuses?: Array<VerificationStatus> | null | undefined;
 };
 
