@@ -20,6 +20,8 @@ import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
+import type { DevelopmentCredentials } from './dev-credentials.js';
+import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { useRequestLog } from './request-log.js';
@@ -39,6 +41,8 @@ export interface ServerAppOptions {
   changes?: ChangeFeed;
   /** Request-rate limits. Default: counted in this process with `config.rateLimits`. */
   rateLimiter?: RequestRateLimiter;
+  /** The local key whose fresh token GraphiQL pages carry; ignored unless NODE_ENV=development (graphiql.ts). Default: none. */
+  developmentCredentials?: Pick<DevelopmentCredentials, 'mintToken'>;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -64,6 +68,7 @@ export function createServerApp({
   storeDeps,
   changes = createInProcessChangeFeed(),
   rateLimiter = createMemoryRateLimiter(config.rateLimits),
+  developmentCredentials,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
@@ -85,6 +90,7 @@ export function createServerApp({
     requestLog,
     refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
     jsonPostsOnly(),
+    useNoStoreForPages(),
     {
       // Every response names its request id, so a masked error can be found in the logs.
       onResponse: ({ request, response }) => {
@@ -130,7 +136,7 @@ export function createServerApp({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
-    graphiql: config.graphiql ? { title: 'Connector store' } : false,
+    graphiql: graphiqlPage({ config, developmentCredentials, logger }),
     // From the installed package, inline: GraphiQL works on a machine without internet (no CDN).
     renderGraphiQL,
     healthCheckEndpoint: '/healthz',
