@@ -25,19 +25,22 @@ export const EXAMPLE_QUERY_BODY = `{
   operationCounts { state count }
   operations(first: 5) {
     totalCount
-    edges { node { id operationID connectorName state attempts updatedAt } }
+    edges {
+      node { id operationID state attempts }
+    }
   }
 }
 `;
 
-const WITH_TOKEN_NOTE = `# You are the local development key: a fresh bearer token for it (valid one
-# hour, renewed at every page load) is under "Headers" below.
-# Run with Ctrl+Enter or the ▶ button. No rows yet? npm run demo
+// Short lines: GraphiQL's editor is half the window wide.
+const WITH_TOKEN_NOTE = `# As the local development key: its bearer token
+# (valid 1 h, fresh at every page load) is in Headers.
+# Run: Ctrl+Enter or ▶. No rows? npm run demo
 `;
 
-const WITHOUT_TOKEN_NOTE = `# Everything but serverInfo needs a bearer token: put
-#   {"Authorization": "Bearer <token>"}
-# under "Headers" below (npm run -s token mints one for the local key).
+const WITHOUT_TOKEN_NOTE = `# Everything but serverInfo needs a bearer token:
+# npm run -s token mints one for the local key; put
+# {"Authorization": "Bearer <token>"} in Headers below.
 `;
 
 /** What {@link graphiqlPage} needs. */

@@ -67,7 +67,7 @@ describe('GraphiQL page', () => {
     const options = pageOptions(html);
     expect(options).toMatchObject({ title: 'Connector store', shouldPersistHeaders: false });
     expect(options.defaultQuery).toContain(EXAMPLE_QUERY_BODY);
-    expect(options.defaultQuery).toMatch(/^# You are the local development key/);
+    expect(options.defaultQuery).toMatch(/^# As the local development key/);
 
     const headers = JSON.parse(options.headers as string) as Record<string, string>;
     expect(Object.keys(headers)).toEqual(['Authorization']);
