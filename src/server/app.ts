@@ -21,6 +21,8 @@ import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
+import type { DevelopmentCredentials } from './dev-credentials.js';
+import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
@@ -44,6 +46,8 @@ export interface ServerAppOptions {
   rateLimiter?: RequestRateLimiter;
   /** Traces each GraphQL operation as a span when given (see tracing.ts). */
   tracerProvider?: TracerProvider;
+  /** The local key whose fresh token GraphiQL pages carry; ignored unless NODE_ENV=development (graphiql.ts). Default: none. */
+  developmentCredentials?: Pick<DevelopmentCredentials, 'mintToken'>;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -70,6 +74,7 @@ export function createServerApp({
   changes = createInProcessChangeFeed(),
   rateLimiter = createMemoryRateLimiter(config.rateLimits),
   tracerProvider,
+  developmentCredentials,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
@@ -107,6 +112,7 @@ export function createServerApp({
     ...(metrics?.plugins ?? []),
     refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
     jsonPostsOnly(),
+    useNoStoreForPages(),
     {
       // Every response names its request id, so a masked error can be found in the logs.
       onResponse: ({ request, response }) => {
@@ -154,7 +160,7 @@ export function createServerApp({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
-    graphiql: config.graphiql ? { title: 'Connector store' } : false,
+    graphiql: graphiqlPage({ config, developmentCredentials, logger }),
     // From the installed package, inline: GraphiQL works on a machine without internet (no CDN).
     renderGraphiQL,
     healthCheckEndpoint: '/healthz',

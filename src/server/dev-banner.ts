@@ -1,17 +1,17 @@
 /**
  * The development banner: after `npm start` in development, a human-readable
  * note on stderr with the GraphiQL URL, a ready bearer token for the local
- * key (./data/local-key.json) and a copy-paste curl example, so a new user
- * can query within a minute. Never printed outside NODE_ENV=development.
+ * key (./data/local-key.json; dev-credentials.ts) and a copy-paste curl
+ * example, so a new user can query within a minute. Never printed outside
+ * NODE_ENV=development.
  *
  * The local key is an ordinary user, not a service principal (unless its DID
  * is listed in SERVICE_DIDS): it sees the rows it owns or called, which is
  * what the demo data is built around (`npm run demo` makes the local key's
  * DID the owner), so the printed token works without service rights.
  */
-import { resolve } from 'node:path';
-import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken } from '../auth/index.js';
 import type { ServerConfig } from './config.js';
+import { loadDevelopmentCredentials, type DevelopmentCredentials } from './dev-credentials.js';
 
 /** What the banner needs. */
 export interface DevelopmentBannerInput {
@@ -20,6 +20,8 @@ export interface DevelopmentBannerInput {
   port: number;
   /** Where ./data/local-key.json is looked up (and created if missing). */
   cwd: string;
+  /** The local key, already loaded (main.ts loads it once for GraphiQL too). Default: loaded from `cwd`. */
+  credentials?: DevelopmentCredentials;
   /** Issue time of the token, ms epoch. Default `Date.now()`. */
   now?: number;
 }
@@ -43,10 +45,9 @@ export function browsableBaseURL(host: string, port: number): string {
 export async function developmentBanner(input: DevelopmentBannerInput): Promise<string> {
   const { config } = input;
   const now = input.now ?? Date.now();
-  const keyPath = resolve(input.cwd, LOCAL_KEY_PATH);
-  const key = await loadOrCreateLocalKey(keyPath);
-  const ttlSeconds = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS;
-  const token = await mintToken({ privateKey: key.privateKey, did: key.did, audience: config.auth.audience, ttlSeconds, now });
+  const key = input.credentials ?? (await loadDevelopmentCredentials(config, input.cwd));
+  const { keyPath, ttlSeconds } = key;
+  const token = await key.mintToken(now);
   const expires = new Date(Math.floor(now / 1_000) * 1_000 + ttlSeconds * 1_000).toISOString();
   const endpoint = `${browsableBaseURL(config.host, input.port)}/graphql`;
   const isService = config.auth.serviceDIDs.has(key.did);
@@ -66,7 +67,13 @@ export async function developmentBanner(input: DevelopmentBannerInput): Promise<
     ` Token:      valid until ${expires} (aud "${config.auth.audience}"); npm run -s token mints a fresh one`,
     '',
     ...(config.graphiql
-      ? [' In GraphiQL, open "Headers" (bottom left) and paste:', '', `   {"Authorization": "Bearer ${token}"}`, '']
+      ? [
+          ' GraphiQL opened from this machine has a fresh token in "Headers" (bottom left)',
+          ' and an example query ready; from elsewhere, paste under "Headers":',
+          '',
+          `   {"Authorization": "Bearer ${token}"}`,
+          '',
+        ]
       : []),
     ' From a shell:',
     '',

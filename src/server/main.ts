@@ -15,6 +15,7 @@ import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-fe
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
+import { developmentCredentialsAllowed, loadDevelopmentCredentials, type DevelopmentCredentials } from './dev-credentials.js';
 import { serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
@@ -61,6 +62,14 @@ async function main(): Promise<void> {
   // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
   const rateLimiter =
     config.rateLimits.store === 'postgres' && database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
+  // Development only: the local key whose tokens the banner prints and GraphiQL pages carry.
+  let developmentCredentials: DevelopmentCredentials | undefined;
+  if (developmentCredentialsAllowed(config)) {
+    developmentCredentials = await loadDevelopmentCredentials(config, process.cwd()).catch((error: unknown) => {
+      logger.warn({ err: error }, 'could not load the local development key: GraphiQL opens without a token');
+      return undefined;
+    });
+  }
   const app = createServerApp({
     config,
     database,
@@ -68,6 +77,7 @@ async function main(): Promise<void> {
     changes,
     ...(rateLimiter !== undefined && { rateLimiter }),
     ...(tracing !== undefined && { tracerProvider: tracing.provider }),
+    ...(developmentCredentials !== undefined && { developmentCredentials }),
   });
   const server = createServer(
     {
@@ -102,7 +112,7 @@ async function main(): Promise<void> {
   });
   if (shouldPrintDevelopmentBanner(config)) {
     // Human-readable and carrying a token: stderr, never the JSON log.
-    await developmentBanner({ config, port, cwd: process.cwd() }).then(
+    await developmentBanner({ config, port, cwd: process.cwd(), ...(developmentCredentials !== undefined && { credentials: developmentCredentials }) }).then(
       (banner) => process.stderr.write(banner),
       (error: unknown) => logger.warn({ err: error }, 'could not print the development banner (npm run -s token still works)'),
     );

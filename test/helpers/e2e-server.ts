@@ -46,6 +46,10 @@ export interface E2EServerOptions {
   env?: Record<string, string>;
   /** Servers to start over the one database (default 1). */
   replicas?: number;
+  /** The servers' working directory (development reads `data/local-key.json` there). Default: the repository. */
+  cwd?: string;
+  /** Arguments of every server (`--demo`). Default: none. */
+  args?: readonly string[];
 }
 
 /** Servers started by {@link startE2EServers}. */
@@ -93,7 +97,10 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
     }
     const servers: ServerProcess[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) {
-      const server = await startServerProcess(env);
+      const server = await startServerProcess(env, {
+        ...(options.cwd !== undefined && { cwd: options.cwd }),
+        ...(options.args !== undefined && { args: options.args }),
+      });
       // Killed before the database goes away (cleanups run in reverse).
       cleanups.push(() => server.kill());
       servers.push(server);

@@ -3,9 +3,23 @@
  * and follows its logs. The database and tokens around it: e2e-server.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+// Absolute, so the server also starts from a working directory outside the repository.
+const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+const MAIN = join(ROOT, 'src/server/main.ts');
+
+/** Options of {@link startServerProcess}. */
+export interface ServerProcessOptions {
+  /** How long to wait for the listening log line. Default: 20 s. */
+  timeoutMs?: number;
+  /** The server's working directory (where `data/local-key.json` is looked up in development). Default: the repository. */
+  cwd?: string;
+  /** Arguments of `npm start` (`--demo`). Default: none. */
+  args?: readonly string[];
+}
 
 /** One structured (pino) log line of the server. */
 export type LogLine = Record<string, unknown> & { level?: number; msg?: string };
@@ -33,9 +47,9 @@ export interface ServerProcess {
  * The server must log at `info` or lower for that line to appear.
  * Rejects (and kills the child) if it exits first or takes over `timeoutMs`.
  */
-export async function startServerProcess(env: Record<string, string>, options: { timeoutMs?: number } = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-    cwd: ROOT,
+export async function startServerProcess(env: Record<string, string>, options: ServerProcessOptions = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, MAIN, ...(options.args ?? [])], {
+    cwd: options.cwd ?? ROOT,
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
