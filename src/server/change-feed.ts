@@ -43,6 +43,28 @@ export interface PostgresChangeFeedOptions {
   reconnectDelayMs?: number;
   /** Default 5 000. */
   maxReconnectDelayMs?: number;
+  /**
+   * How often the LISTEN connection is asked `select 1` (ms; 0: never). A
+   * connection that stops answering without closing (a dead peer, a dropped
+   * NAT entry) is given up after {@link heartbeatTimeoutMs} and reconnected,
+   * instead of silently delivering nothing. Default 15 000. TCP keep-alive is
+   * on as well.
+   */
+  heartbeatMs?: number;
+  /** How long a heartbeat may take before the connection counts as lost. Default 5 000. */
+  heartbeatTimeoutMs?: number;
+  /** Random source in [0, 1) for the reconnect jitter (tests pin it). */
+  random?: () => number;
+}
+
+/**
+ * The wait before reconnect attempt `attempt` (0-based): exponential from
+ * `baseMs`, capped at `maxMs`, with "equal jitter" (half fixed, half random),
+ * so replicas that lost the database together do not reconnect in lockstep.
+ */
+export function reconnectDelay(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
 
 /** NOTIFY payloads are limited to 8000 bytes; node keys are ~22 characters, so batches stay far below. */
@@ -61,11 +83,16 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   const log = options.logger.child({ component: 'change-feed' });
   const baseDelay = options.reconnectDelayMs ?? 100;
   const maxDelay = options.maxReconnectDelayMs ?? 5_000;
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+  const heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 5_000;
+  const random = options.random ?? Math.random;
   let client: pg.Client | undefined;
   let status: ChangeFeedStatus = 'reconnecting';
   let retry: NodeJS.Timeout | undefined;
-  let delay = baseDelay;
+  let attempt = 0;
   let everConnected = false;
+  /** The heartbeat of the current connection. */
+  let heartbeat: NodeJS.Timeout | undefined;
 
   const onNotification = (message: pg.Notification) => {
     if (message.channel !== CHANGE_CHANNEL || message.payload === undefined) return;
@@ -73,14 +100,22 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   };
 
   const connect = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: options.connectionString, application_name: `connector-store-listener:${process.pid}` });
+    const next = new pg.Client({
+      connectionString: options.connectionString,
+      application_name: `connector-store-listener:${process.pid}`,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
     next.on('notification', onNotification);
-    // Errors and ends both mean the LISTEN is gone; reconnect once per client.
+    // Errors, ends and unanswered heartbeats all mean the LISTEN is gone; reconnect once per client.
     let dropped = false;
     const drop = (reason: string) => {
       if (dropped || status === 'closed') return;
       dropped = true;
+      clearInterval(heartbeat);
       next.removeAllListeners('notification');
+      // A peer that stopped answering never acknowledges a graceful end: the socket is destroyed.
+      (next as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       next.end().catch(() => {});
       status = 'reconnecting';
       log.warn({ reason }, 'change feed connection lost; reconnecting');
@@ -101,9 +136,27 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
     }
     client = next;
     status = 'connected';
-    delay = baseDelay;
+    attempt = 0;
     if (everConnected) log.info('change feed connection re-established');
     everConnected = true;
+    if (heartbeatMs > 0) {
+      let pending = false;
+      heartbeat = setInterval(() => {
+        if (pending) return;
+        pending = true;
+        let timer: NodeJS.Timeout | undefined;
+        const answered = next.query('select 1').then(() => true, () => false);
+        const timedOut = new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), heartbeatTimeoutMs);
+        });
+        void Promise.race([answered, timedOut]).then((ok) => {
+          clearTimeout(timer);
+          pending = false;
+          if (!ok) drop(`no answer to the heartbeat within ${heartbeatTimeoutMs} ms`);
+        });
+      }, heartbeatMs);
+      heartbeat.unref();
+    }
   };
 
   const schedule = () => {
@@ -111,9 +164,8 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
     retry = setTimeout(() => {
       retry = undefined;
       void connect();
-    }, delay);
+    }, reconnectDelay(attempt++, baseDelay, maxDelay, random));
     retry.unref();
-    delay = Math.min(delay * 2, maxDelay);
   };
 
   await connect();
@@ -131,6 +183,7 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
     async close() {
       status = 'closed';
       if (retry !== undefined) clearTimeout(retry);
+      clearInterval(heartbeat);
       listeners.clear();
       await client?.end().catch(() => {});
     },
