@@ -5,6 +5,7 @@
  * Both outputs are committed; test/graphql/schema-artifacts.test.ts fails when
  * either the printed schema is stale or a client operation no longer validates.
  */
+import { createHash } from 'node:crypto';
 import type { CodegenConfig } from '@graphql-codegen/cli';
 
 const config: CodegenConfig = {
@@ -22,7 +23,12 @@ const config: CodegenConfig = {
     'client/generated/': {
       preset: 'client',
       // Results carry every selected field; no useFragment() unmasking.
-      presetConfig: { fragmentMasking: false },
+      presetConfig: {
+        fragmentMasking: false,
+        // client/generated/persisted-documents.json: id → document, for PERSISTED_DOCUMENTS
+        // (ids in the GraphQL-over-HTTP persisted-documents form, `sha256:<hex>`).
+        persistedDocuments: { hashAlgorithm: (operation: string) => `sha256:${createHash('sha256').update(operation).digest('hex')}` },
+      },
       config: {
         // Relative imports under NodeNext carry an extension.
         importExtension: '.js',

@@ -26,6 +26,7 @@ import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
+import { loadPersistedDocuments, usePersistedDocuments, type PersistedDocuments } from './persisted-documents.js';
 import { useRequestLog } from './request-log.js';
 import { useTracing } from './tracing.js';
 import { useQueryCostBudget } from './query-cost.js';
@@ -59,6 +60,8 @@ export interface ServerApp {
   closeSubscriptions(): void;
   /** The change feed mutations publish to and subscriptions listen on. */
   changes: ChangeFeed;
+  /** The persisted documents this server accepts by id (PERSISTED_DOCUMENTS), if any; WebSocket applies the same rule. */
+  persistedDocuments: PersistedDocuments | undefined;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
@@ -102,6 +105,9 @@ export function createServerApp({
         logger: logger.child({ component: 'metrics' }),
       })
     : undefined;
+  // Read and checked now: a bad manifest stops the start, not the first request.
+  const persistedDocuments =
+    config.persistedDocuments.mode === 'off' ? undefined : loadPersistedDocuments(config.persistedDocuments.mode, config.persistedDocuments.file);
   const sseSubscriptions = subscriptions.over('sse');
   const webSocketSubscriptions = subscriptions.over('websocket');
 
@@ -121,6 +127,7 @@ export function createServerApp({
         if (response.status === 413) response.headers.set('connection', 'close');
       },
     },
+    ...(persistedDocuments !== undefined ? [usePersistedDocuments(persistedDocuments)] : []),
     useReadinessCheck({
       endpoint: '/readyz',
       check: async () => {
@@ -168,6 +175,8 @@ export function createServerApp({
     cors: corsPolicy(config.corsOrigins, config.auth.insecureHeaderAuth),
     // Yoga's own limit: a declared length over it is 413 before the body is read, an undeclared (chunked) body is counted as it comes, a bogus length is 400.
     maxRequestBodySize: config.limits.maxBodyBytes,
+    // `documentId` names a persisted document (GraphQL over HTTP); refused as unexpected unless they are on.
+    ...(persistedDocuments !== undefined && { extraParamNames: ['documentId'] }),
     logging: logger.child({ component: 'yoga' }),
     // Unexpected errors (driver text, bugs) never reach clients: only this message and the request id.
     maskedErrors: {
@@ -227,6 +236,7 @@ export function createServerApp({
     },
     closeSubscriptions: () => subscriptions.closeAll(),
     changes,
+    persistedDocuments,
   };
 }
 

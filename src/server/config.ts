@@ -25,6 +25,8 @@ const EnvSchema = z.object({
   METRICS: bool.default(true),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional(),
   METRICS_CACHE_MS: int(0, 600_000).default(5_000),
+  PERSISTED_DOCUMENTS: z.enum(['off', 'allow', 'only']).default('off'),
+  PERSISTED_DOCUMENTS_FILE: z.string().min(1).optional(),
   AUTH_AUDIENCE: z.string().min(1).default(DEFAULT_AUDIENCE),
   SERVICE_DIDS: z
     .string()
@@ -75,6 +77,8 @@ export interface ServerConfig {
   slowRequestMs: number;
   /** `GET /metrics` (Prometheus): on by default; `token` makes scrapes send it as a bearer token; store gauges are reused for `cacheMs`. */
   metrics: { enabled: boolean; token: string | undefined; cacheMs: number };
+  /** Documents by id (persisted-documents.ts): `off`, `allow` (ids or documents), `only` (ids only); `file`: the manifest, default the generated one. */
+  persistedDocuments: { mode: 'off' | 'allow' | 'only'; file: string | undefined };
   auth: {
     audience: string;
     serviceDIDs: ReadonlySet<string>;
@@ -165,6 +169,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logFormat: e.LOG_FORMAT ?? (e.NODE_ENV === 'development' ? 'pretty' : 'json'),
     slowRequestMs: e.SLOW_REQUEST_MS,
     metrics: { enabled: e.METRICS, token: e.METRICS_TOKEN, cacheMs: e.METRICS_CACHE_MS },
+    persistedDocuments: { mode: e.PERSISTED_DOCUMENTS, file: e.PERSISTED_DOCUMENTS_FILE },
     auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
     corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',

@@ -99,7 +99,9 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
         });
         let document: DocumentNode;
         try {
-          document = parse(params.query);
+          // PERSISTED_DOCUMENTS: the same rule as over HTTP (an id in `extensions.persistedQuery` or `documentId`, with `query: ""`).
+          const query = app.persistedDocuments === undefined ? params.query : app.persistedDocuments.resolve(params as Parameters<typeof app.persistedDocuments.resolve>[0]);
+          document = parse(query);
         } catch (error) {
           if (error instanceof GraphQLError) return [error];
           throw error;
