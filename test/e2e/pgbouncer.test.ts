@@ -242,5 +242,5 @@ describe.skipIf(!postgres || pgbouncer === undefined)('postgres: two replicas be
     );
     expect(failure.message).toMatch(/exited \(code 1/);
     expect(failure.message).toMatch(/unsupported startup parameter: statement_timeout.*set DATABASE_POOL_MODE=transaction/);
-  });
+  }, 60_000);
 });
