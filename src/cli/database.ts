@@ -4,7 +4,7 @@
  * closed again whatever happens.
  */
 import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
-import { migrateToLatest } from '../db/migrator.js';
+import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
 import { loadConfig, type ServerConfig } from '../server/config.js';
 
 /** Runs `work` on the configured database (DATABASE_URL, default the embedded SQLite file), migrated to the latest schema. */
@@ -15,10 +15,16 @@ export async function withConfiguredDatabase<T>(
 ): Promise<T> {
   const config = loadConfig(env);
   options.before?.(config);
-  const database = openDatabase(config.database, { statementTimeoutMs: config.db.statementTimeoutMs, ...(options.poolMax !== undefined && { poolMax: options.poolMax }) });
+  const database = openDatabase(config.database, {
+    statementTimeoutMs: config.db.statementTimeoutMs,
+    poolMode: config.db.poolMode,
+    ...(options.poolMax !== undefined && { poolMax: options.poolMax }),
+  });
   try {
     await checkConnection(database);
-    await migrateToLatest(database.db, database.dialect);
+    // Behind a transaction pooler, over the direct URL (see migrateOverOwnConnection).
+    if (config.db.poolMode === 'transaction') await migrateOverOwnConnection(config.directDatabase, { statementTimeoutMs: config.db.statementTimeoutMs });
+    else await migrateToLatest(database.db, database.dialect);
     return await work(database, config);
   } finally {
     await database.close();

@@ -13,7 +13,8 @@ export const migrateCommand: Command = {
 
 Migrates the database named by DATABASE_URL (default: the embedded SQLite file
 ./data/connector-store.sqlite): to the latest version, one step up or down, or
-lists each migration and whether it is applied.
+lists each migration and whether it is applied. With DATABASE_POOL_MODE=transaction
+(DATABASE_URL goes through PgBouncer) it uses the direct CHANGE_FEED_DATABASE_URL.
 `,
 
   async run(io) {
@@ -26,7 +27,12 @@ lists each migration and whether it is applied.
       return usageError(io, migrateCommand, action === undefined ? 'name an action' : `unknown argument ${JSON.stringify(rest[0] ?? action)}`);
     }
     try {
-      const target = parseDatabaseURL(io.env.DATABASE_URL);
+      // Kysely's migration lock is session-scoped: never through a transaction pooler.
+      const pooled = io.env.DATABASE_POOL_MODE === 'transaction';
+      if (pooled && (io.env.CHANGE_FEED_DATABASE_URL?.trim() ?? '') === '') {
+        throw new Error('DATABASE_POOL_MODE=transaction: migrations need the direct CHANGE_FEED_DATABASE_URL (not the pooled DATABASE_URL)');
+      }
+      const target = pooled ? parseDatabaseURL(io.env.CHANGE_FEED_DATABASE_URL, 'CHANGE_FEED_DATABASE_URL') : parseDatabaseURL(io.env.DATABASE_URL);
       const open = openDatabase(target);
       try {
         await checkConnection(open);

@@ -10,6 +10,7 @@ import {
   CompiledQuery,
   Kysely,
   PostgresDialect,
+  PostgresDriver,
   SqliteAdapter,
   SqliteDriver,
   SqliteIntrospector,
@@ -17,8 +18,11 @@ import {
   sql,
   type DatabaseConnection,
   type Dialect,
+  type Driver,
   type LogConfig,
+  type QueryResult,
   type SqliteDatabase,
+  type TransactionSettings,
 } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import pg from 'pg';
@@ -54,19 +58,20 @@ export class DatabaseUnavailableError extends Error {
 }
 
 /**
- * Parses `DATABASE_URL`. Unset or empty → the default SQLite file;
+ * Parses `DATABASE_URL` (or another variable holding a database URL, named in
+ * the messages as `variable`). Unset or empty → the default SQLite file;
  * `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`) → that file;
  * `postgres://…` / `postgresql://…` → a Postgres server. Anything else is a
  * {@link DatabaseConfigError}. The `display` form never contains a password.
  */
-export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
+export function parseDatabaseURL(url: string | undefined, variable = 'DATABASE_URL'): DatabaseTarget {
   const value = url?.trim() ?? '';
   if (value === '') {
     return { dialect: 'sqlite', path: DEFAULT_SQLITE_PATH, display: `sqlite:${DEFAULT_SQLITE_PATH}` };
   }
   if (value.startsWith('sqlite:')) {
     const path = value.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (path === '') throw new DatabaseConfigError('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/store.sqlite');
+    if (path === '') throw new DatabaseConfigError(`${variable} "sqlite:" needs a file path, e.g. sqlite:./data/store.sqlite`);
     return { dialect: 'sqlite', path, display: `sqlite:${path}` };
   }
   if (/^postgres(ql)?:\/\//.test(value)) {
@@ -74,18 +79,28 @@ export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
     try {
       parsed = new URL(value);
     } catch {
-      throw new DatabaseConfigError('DATABASE_URL is not a valid postgres:// URL');
+      throw new DatabaseConfigError(`${variable} is not a valid postgres:// URL`);
     }
     if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
-      throw new DatabaseConfigError('DATABASE_URL postgres:// URL has no host');
+      throw new DatabaseConfigError(`${variable} postgres:// URL has no host`);
     }
     if (parsed.password !== '') parsed.password = '***';
     return { dialect: 'postgres', connectionString: value, display: parsed.toString() };
   }
-  throw new DatabaseConfigError(
-    'DATABASE_URL must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)',
-  );
+  throw new DatabaseConfigError(`${variable} must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)`);
 }
+
+/**
+ * How a Postgres URL reaches the server. `direct`: a connection of its own
+ * per client (the server itself, or a pooler that keeps sessions), so the
+ * statement timeout travels as a startup parameter. `transaction`: through a
+ * transaction-pooling PgBouncer, which refuses startup parameters
+ * (`unsupported startup parameter: statement_timeout`) and hands each
+ * transaction whichever server connection is free, so nothing may live in
+ * the session: the timeout is set with `SET LOCAL` in every transaction,
+ * and a statement outside one runs in a transaction of its own.
+ */
+export type PoolMode = 'direct' | 'transaction';
 
 /** Options for {@link openDatabase}. */
 export interface OpenDatabaseOptions {
@@ -93,6 +108,8 @@ export interface OpenDatabaseOptions {
   log?: LogConfig;
   /** Postgres: per-statement timeout in ms. Default 10 000. */
   statementTimeoutMs?: number;
+  /** Postgres: see {@link PoolMode}. Default `direct`. */
+  poolMode?: PoolMode;
   /** Postgres: how long to wait for a pooled connection in ms. Default 5 000. */
   connectionTimeoutMs?: number;
   /** Postgres: pool size. Default 10. */
@@ -123,6 +140,7 @@ export interface OpenDatabase {
 }
 
 const INT8_OID = 20;
+const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 
 /** Opens (without yet connecting to) the database of `target`. */
 export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOptions = {}): OpenDatabase {
@@ -131,7 +149,9 @@ export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOption
     return { db, dialect: 'sqlite', target, ping: async () => void (await sql`select 1`.execute(db)), close: () => db.destroy() };
   }
   const pool = postgresPool(target.connectionString, options);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: options.log });
+  const dialect =
+    options.poolMode === 'transaction' ? new TransactionPoolDialect(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS) : new PostgresDialect({ pool });
+  const db = new Kysely<Database>({ dialect, log: options.log });
   let health: pg.Pool | undefined;
   return {
     db,
@@ -159,7 +179,11 @@ export async function checkConnection(open: OpenDatabase): Promise<void> {
     await sql`select 1`.execute(open.db);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}`, { cause: error });
+    // PgBouncer refuses the startup parameters a direct connection sends.
+    const hint = /unsupported startup parameter/i.test(reason)
+      ? ' (a connection pooler such as PgBouncer? set DATABASE_POOL_MODE=transaction: README, "Behind PgBouncer")'
+      : '';
+    throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}${hint}`, { cause: error });
   }
 }
 
@@ -168,7 +192,9 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     connectionString,
     max: options.poolMax ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
-    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    // A startup parameter: session state, which a transaction pooler neither accepts nor keeps
+    // (TransactionPoolDialect sets it per transaction instead).
+    ...(options.poolMode !== 'transaction' && { statement_timeout: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS }),
     // ms-epoch columns are bigint; read them (and count(*)) back as numbers.
     // Per pool, so other pg users in the process keep their parsers.
     types: {
@@ -199,6 +225,137 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     // Idle clients: already reported through the client listener above.
   });
   return pool;
+}
+
+/**
+ * Postgres through a transaction-pooling PgBouncer ({@link PoolMode}): every
+ * transaction begins with `SET LOCAL statement_timeout` in the same round
+ * trip as its `BEGIN` (one simple-protocol message, so no extra wait), and a
+ * statement outside a transaction is wrapped in one (`BEGIN; SET LOCAL …`,
+ * the statement, `COMMIT`: two more round trips, the price of a timeout that
+ * cannot leak to, or be missing on, the server connection the pooler picks).
+ * Statements stay unnamed (Kysely never names them), so the pooler may run
+ * each transaction on a different server connection.
+ */
+class TransactionPoolDialect extends PostgresDialect {
+  readonly #pool: pg.Pool;
+  readonly #statementTimeoutMs: number;
+  constructor(pool: pg.Pool, statementTimeoutMs: number) {
+    super({ pool });
+    this.#pool = pool;
+    this.#statementTimeoutMs = statementTimeoutMs;
+  }
+  override createDriver(): Driver {
+    return new TransactionPoolDriver(this.#pool, this.#statementTimeoutMs);
+  }
+}
+
+/** Kysely's own Postgres connection (its class is not exported). */
+type KyselyPostgresConnection = Parameters<PostgresDriver['releaseConnection']>[0];
+
+/** A pooled connection as {@link TransactionPoolDriver} hands it out: whether it is inside a transaction decides how a statement runs. */
+class TransactionPoolConnection implements DatabaseConnection {
+  inTransaction = false;
+  constructor(
+    readonly inner: KyselyPostgresConnection,
+    private readonly driver: TransactionPoolDriver,
+  ) {}
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    return this.inTransaction ? this.inner.executeQuery<R>(query) : this.driver.executeAlone<R>(this, query);
+  }
+  streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    // Unused (no cursor is configured, so Kysely's driver refuses); not wrapped.
+    return this.inner.streamQuery<R>(query, chunkSize as number);
+  }
+}
+
+class TransactionPoolDriver extends PostgresDriver {
+  readonly #setTimeout: string;
+  readonly #connections = new WeakMap<KyselyPostgresConnection, TransactionPoolConnection>();
+  constructor(pool: pg.Pool, statementTimeoutMs: number) {
+    super({ pool });
+    if (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 0) throw new RangeError(`statement timeout ${statementTimeoutMs} is not a whole number of ms`);
+    this.#setTimeout = `set local statement_timeout = ${statementTimeoutMs}`;
+  }
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const inner = (await super.acquireConnection()) as KyselyPostgresConnection;
+    let connection = this.#connections.get(inner);
+    if (connection === undefined) {
+      connection = new TransactionPoolConnection(inner, this);
+      this.#connections.set(inner, connection);
+    }
+    connection.inTransaction = false;
+    return connection;
+  }
+
+  override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    const own = connection as TransactionPoolConnection;
+    let begin = 'begin';
+    if (settings.isolationLevel !== undefined || settings.accessMode !== undefined) {
+      begin = 'start transaction';
+      if (settings.isolationLevel !== undefined) begin += ` isolation level ${settings.isolationLevel}`;
+      if (settings.accessMode !== undefined) begin += ` ${settings.accessMode}`;
+    }
+    // No parameters: pg sends this as one simple query, both statements in one round trip.
+    await own.inner.executeQuery(CompiledQuery.raw(`${begin}; ${this.#setTimeout}`));
+    own.inTransaction = true;
+  }
+
+  override async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    const own = connection as TransactionPoolConnection;
+    try {
+      await super.commitTransaction(own.inner);
+    } finally {
+      own.inTransaction = false;
+    }
+  }
+
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    const own = connection as TransactionPoolConnection;
+    try {
+      // Kysely's driver discards the client when the rollback itself fails.
+      await super.rollbackTransaction(own.inner);
+    } finally {
+      own.inTransaction = false;
+    }
+  }
+
+  override async savepoint(...[connection, ...rest]: Parameters<PostgresDriver['savepoint']>): Promise<void> {
+    await super.savepoint((connection as TransactionPoolConnection).inner, ...rest);
+  }
+
+  override async rollbackToSavepoint(...[connection, ...rest]: Parameters<PostgresDriver['rollbackToSavepoint']>): Promise<void> {
+    await super.rollbackToSavepoint((connection as TransactionPoolConnection).inner, ...rest);
+  }
+
+  override async releaseSavepoint(...[connection, ...rest]: Parameters<PostgresDriver['releaseSavepoint']>): Promise<void> {
+    await super.releaseSavepoint((connection as TransactionPoolConnection).inner, ...rest);
+  }
+
+  override async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    const own = connection as TransactionPoolConnection;
+    own.inTransaction = false;
+    await super.releaseConnection(own.inner);
+  }
+
+  /**
+   * One statement outside a transaction, in a transaction of its own so the
+   * timeout applies. It runs on the inner connection: the outer one carries
+   * Kysely's log hook, which already saw the statement once.
+   */
+  async executeAlone<R>(connection: TransactionPoolConnection, query: CompiledQuery): Promise<QueryResult<R>> {
+    await this.beginTransaction(connection, {});
+    let result: QueryResult<R>;
+    try {
+      result = await connection.inner.executeQuery<R>(query);
+    } catch (error) {
+      await this.rollbackTransaction(connection).catch(() => {});
+      throw error;
+    }
+    await this.commitTransaction(connection);
+    return result;
+  }
 }
 
 function sqliteDialect(path: string, options: OpenDatabaseOptions): Dialect {

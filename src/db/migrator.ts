@@ -1,7 +1,7 @@
 /** Wires the frozen migrations in `migrations/` to Kysely's `Migrator`. */
 import { Migrator, type MigrationProvider, type MigrationResultSet, type Kysely } from 'kysely';
 import { getMigrations, type MigrationColumnTypes } from '../../migrations/index.js';
-import type { DialectName } from './connect.js';
+import { checkConnection, openDatabase, type DatabaseTarget, type DialectName } from './connect.js';
 
 /** The column types each dialect passes to the migrations. */
 export function migrationColumnTypes(dialect: DialectName): MigrationColumnTypes {
@@ -45,4 +45,26 @@ export function unwrapMigrationResult({ error, results }: MigrationResultSet): N
 /** Applies every pending migration. */
 export async function migrateToLatest(db: Kysely<any>, dialect: DialectName): Promise<NonNullable<MigrationResultSet['results']>> {
   return unwrapMigrationResult(await createMigrator(db, dialect).migrateToLatest());
+}
+
+/**
+ * Applies every pending migration over a connection of its own to `target`,
+ * closed afterwards. Behind a transaction-pooling PgBouncer this is the
+ * direct URL: Kysely's migration lock on Postgres is a session-level advisory
+ * lock, taken and released by separate statements around the migration
+ * transaction, which a transaction pooler may run on different server
+ * connections (the unlock then fails and the lock stays held by a pooled
+ * connection, blocking every later migration).
+ */
+export async function migrateOverOwnConnection(
+  target: DatabaseTarget,
+  options: { statementTimeoutMs?: number } = {},
+): Promise<NonNullable<MigrationResultSet['results']>> {
+  const open = openDatabase(target, { ...options, poolMax: 1 });
+  try {
+    await checkConnection(open);
+    return await migrateToLatest(open.db, open.dialect);
+  } finally {
+    await open.close();
+  }
 }

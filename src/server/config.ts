@@ -5,7 +5,7 @@
 import { parseCorsOrigins } from './cors.js';
 import { z } from 'zod';
 import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
-import { parseDatabaseURL, type DatabaseTarget } from '../db/connect.js';
+import { parseDatabaseURL, type DatabaseTarget, type PoolMode } from '../db/connect.js';
 
 
 
@@ -19,6 +19,8 @@ const EnvSchema = z.object({
   PORT: int(0, 65_535).default(4000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().optional(),
+  DATABASE_POOL_MODE: z.enum(['direct', 'transaction']).default('direct'),
+  CHANGE_FEED_DATABASE_URL: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
   SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
@@ -69,7 +71,14 @@ export interface ServerConfig {
   env: 'development' | 'production' | 'test';
   port: number;
   host: string;
+  /** `DATABASE_URL`: requests, jobs and change-feed NOTIFYs (through a pooler when `db.poolMode` is `transaction`). */
   database: DatabaseTarget;
+  /**
+   * A direct connection to the same database, for what needs a session of its
+   * own: the change feed's LISTEN and, behind a transaction pooler, migrations
+   * and the Postgres rate-limit store. `CHANGE_FEED_DATABASE_URL`, else `database`.
+   */
+  directDatabase: DatabaseTarget;
   logLevel: string;
   /** `pretty` (pino-pretty, for a terminal) by default in development, JSON lines otherwise. */
   logFormat: 'json' | 'pretty';
@@ -89,7 +98,8 @@ export interface ServerConfig {
   corsOrigins: readonly string[];
   graphiql: boolean;
   introspection: boolean;
-  db: { statementTimeoutMs: number; poolMax: number };
+  /** `poolMode` `transaction`: `DATABASE_URL` goes through a transaction-pooling PgBouncer (see {@link PoolMode}). */
+  db: { statementTimeoutMs: number; poolMax: number; poolMode: PoolMode };
   limits: {
     maxDepth: number;
     maxCost: number;
@@ -145,6 +155,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   } catch (error) {
     problems.push(`DATABASE_URL: ${(error as Error).message}`);
   }
+  const pooling = EnvSchema.shape.DATABASE_POOL_MODE.safeParse(env.DATABASE_POOL_MODE);
+  const directDatabase = directTarget(env, database, pooling.success ? pooling.data : 'direct', problems);
   let corsOrigins: string[] = [];
   try {
     corsOrigins = parseCorsOrigins(env.CORS_ORIGINS);
@@ -158,13 +170,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (access.success && access.data.INSECURE_HEADER_AUTH && access.data.NODE_ENV === 'production') {
     problems.push('INSECURE_HEADER_AUTH: never allowed with NODE_ENV=production');
   }
-  if (!parsed.success || problems.length > 0 || database === undefined) throw new ConfigError(problems);
+  if (!parsed.success || problems.length > 0 || database === undefined || directDatabase === undefined) throw new ConfigError(problems);
   const e = parsed.data;
   return {
     env: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
     database,
+    directDatabase,
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT ?? (e.NODE_ENV === 'development' ? 'pretty' : 'json'),
     slowRequestMs: e.SLOW_REQUEST_MS,
@@ -174,7 +187,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',
     introspection: e.INTROSPECTION,
-    db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX },
+    db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE },
     limits: {
       maxDepth: e.MAX_QUERY_DEPTH,
       maxCost: e.MAX_QUERY_COST,
@@ -193,4 +206,48 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     http: { headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS, requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS },
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (e.NODE_ENV === 'production' ? 5_000 : 0),
   };
+}
+
+/**
+ * The direct connection (`CHANGE_FEED_DATABASE_URL`, default `DATABASE_URL`).
+ * Behind a transaction pooler it must be given and differ from
+ * `DATABASE_URL`: LISTEN through PgBouncer would be accepted and then never
+ * deliver a notification. Problems are pushed to `problems`.
+ */
+function directTarget(
+  env: Record<string, string | undefined>,
+  database: DatabaseTarget | undefined,
+  poolMode: PoolMode,
+  problems: string[],
+): DatabaseTarget | undefined {
+  const given = env.CHANGE_FEED_DATABASE_URL?.trim() ?? '';
+  if (poolMode === 'transaction' && database !== undefined && database.dialect !== 'postgres') {
+    problems.push('DATABASE_POOL_MODE: transaction is for a postgres:// DATABASE_URL that goes through PgBouncer');
+    return undefined;
+  }
+  if (given === '') {
+    if (poolMode === 'transaction') {
+      problems.push(
+        'CHANGE_FEED_DATABASE_URL: required with DATABASE_POOL_MODE=transaction: a direct postgres:// URL of the same database (LISTEN, migrations and RATE_LIMIT_STORE=postgres cannot go through a transaction pooler)',
+      );
+      return undefined;
+    }
+    return database;
+  }
+  let direct: DatabaseTarget;
+  try {
+    direct = parseDatabaseURL(given, 'CHANGE_FEED_DATABASE_URL');
+  } catch (error) {
+    problems.push(`CHANGE_FEED_DATABASE_URL: ${(error as Error).message}`);
+    return undefined;
+  }
+  if (direct.dialect !== 'postgres' || (database !== undefined && database.dialect !== 'postgres')) {
+    problems.push('CHANGE_FEED_DATABASE_URL: only for a postgres:// DATABASE_URL, and itself a postgres:// URL (on SQLite the change feed stays in process)');
+    return undefined;
+  }
+  if (poolMode === 'transaction' && database !== undefined && database.dialect === 'postgres' && database.connectionString === direct.connectionString) {
+    problems.push('CHANGE_FEED_DATABASE_URL: must be a direct connection to Postgres, not the pooled DATABASE_URL');
+    return undefined;
+  }
+  return direct;
 }

@@ -4,9 +4,9 @@
  * `npm start -- --demo` first fills the database with the demo set.
  */
 import { createServer, type Server } from 'node:http';
-import { checkConnection, openDatabase } from '../db/connect.js';
+import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
 import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
-import { migrateToLatest } from '../db/migrator.js';
+import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
 import { sql } from 'kysely';
 import { createServerApp } from './app.js';
@@ -21,6 +21,9 @@ import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
+/** Connections of the rate-limit store's own pool on the direct URL (behind a transaction pooler): one short upsert per request and limit. */
+const RATE_LIMIT_DIRECT_POOL_MAX = 4;
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const unknown = args.find((arg) => arg !== '--demo');
@@ -33,14 +36,20 @@ async function main(): Promise<void> {
   // One server per embedded database file (its change feed lives in this process).
   const sqliteLock = config.database.dialect === 'sqlite' && config.database.path !== ':memory:' ? acquireSQLiteServerLock(config.database.path) : undefined;
   process.on('exit', () => sqliteLock?.release());
+  const onPoolError = (error: Error) => logger.error({ err: error }, 'a pooled database connection failed');
+  const pooled = config.db.poolMode === 'transaction';
   const database = openDatabase(config.database, {
     statementTimeoutMs: config.db.statementTimeoutMs,
     poolMax: config.db.poolMax,
-    onPoolError: (error) => logger.error({ err: error }, 'a pooled database connection failed'),
+    poolMode: config.db.poolMode,
+    onPoolError,
     ...(tracing !== undefined && { log: sqlSpans(tracing.provider, config.database.dialect) }),
   });
   await checkConnection(database);
-  const applied = await migrateToLatest(database.db, database.dialect);
+  // Behind a transaction pooler, migrations take the direct URL (Kysely's migration lock is session-scoped).
+  const applied = pooled
+    ? await migrateOverOwnConnection(config.directDatabase, { statementTimeoutMs: config.db.statementTimeoutMs })
+    : await migrateToLatest(database.db, database.dialect);
   for (const m of applied) logger.info({ migration: m.migrationName }, 'migration applied');
   if (args.includes('--demo')) {
     const demo = await seedLocalDemo(database, process.cwd());
@@ -48,11 +57,12 @@ async function main(): Promise<void> {
   }
 
   // Postgres: LISTEN/NOTIFY carries changes to every replica; SQLite: one process.
-  const target = database.target;
+  // LISTEN holds a session, so it takes the direct URL; NOTIFY is an ordinary statement and may go through the pooler.
+  const listenTarget = config.directDatabase;
   const changes =
-    target.dialect === 'postgres'
+    listenTarget.dialect === 'postgres'
       ? await createPostgresChangeFeed({
-          connectionString: target.connectionString,
+          connectionString: listenTarget.connectionString,
           publish: async (channel, payload) => {
             await sql`select pg_notify(${channel}, ${payload})`.execute(database.db);
           },
@@ -60,8 +70,15 @@ async function main(): Promise<void> {
         })
       : createInProcessChangeFeed();
   // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
+  // The library names its prepared statements, which a transaction pooler cannot keep: behind one,
+  // the counters get a small pool of their own on the direct URL.
+  const rateLimitDatabase: OpenDatabase | undefined =
+    config.rateLimits.store === 'postgres' && pooled
+      ? openDatabase(config.directDatabase, { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: Math.min(config.db.poolMax, RATE_LIMIT_DIRECT_POOL_MAX), onPoolError })
+      : undefined;
+  const rateLimitPool = rateLimitDatabase?.pgPool ?? database.pgPool;
   const rateLimiter =
-    config.rateLimits.store === 'postgres' && database.pgPool !== undefined ? await createPostgresRateLimiter(database.pgPool, config.rateLimits) : undefined;
+    config.rateLimits.store === 'postgres' && rateLimitPool !== undefined ? await createPostgresRateLimiter(rateLimitPool, config.rateLimits) : undefined;
   // Development only: the local key whose tokens the banner prints and GraphiQL pages carry.
   let developmentCredentials: DevelopmentCredentials | undefined;
   if (developmentCredentialsAllowed(config)) {
@@ -150,6 +167,7 @@ async function main(): Promise<void> {
         // Yoga's own disposables (plugins' onDispose hooks, pending waitUntil work).
         await Promise.resolve(app.yoga.dispose()).catch((error: unknown) => logger.warn({ err: error }, 'disposing the GraphQL server failed'));
         await database.close();
+        await rateLimitDatabase?.close();
         // Buffered spans are exported before the process ends.
         await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'flushing traces failed'));
         logger.info('stopped');

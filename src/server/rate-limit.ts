@@ -57,7 +57,8 @@ export function createMemoryRateLimiter(config: RateLimitConfig): RequestRateLim
 /**
  * Limits shared by every replica through Postgres. Resolves once the
  * counters' table exists. Needs a direct connection (the library prepares
- * named statements), not a transaction-pooling PgBouncer.
+ * named statements, which a transaction-pooling PgBouncer cannot keep):
+ * behind one, main.ts passes a pool on the direct URL.
  */
 export async function createPostgresRateLimiter(pool: pg.Pool, config: RateLimitConfig): Promise<RequestRateLimiter> {
   // One after the other: two concurrent CREATE TABLE IF NOT EXISTS of one table can collide.

@@ -40,4 +40,12 @@ describe('migrate command', () => {
     expect(bad.stderr).toMatch(/^migrate: .+\n$/);
     expect((await run(['--help'])).stdout).toMatch(/usage/);
   });
+
+  it('behind a transaction pooler (DATABASE_POOL_MODE=transaction) migrates over CHANGE_FEED_DATABASE_URL, and refuses without it', async () => {
+    const pooled = { DATABASE_URL: 'postgres://app@127.0.0.1:1/pooled', DATABASE_POOL_MODE: 'transaction' };
+    expect(await run(['status'], pooled)).toEqual({ code: 1, stdout: '', stderr: expect.stringMatching(/^migrate: DATABASE_POOL_MODE=transaction: migrations need the direct CHANGE_FEED_DATABASE_URL/) });
+    // The direct URL is the one it connects to (here: refused on port 2, not the pooled port 1).
+    const direct = await run(['status'], { ...pooled, CHANGE_FEED_DATABASE_URL: 'postgres://app@127.0.0.1:2/direct' });
+    expect(direct).toMatchObject({ code: 1, stderr: expect.stringMatching(/^migrate: cannot reach postgres:\/\/app@127\.0\.0\.1:2\/direct: /) });
+  });
 });

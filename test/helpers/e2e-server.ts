@@ -50,6 +50,13 @@ export interface E2EServerOptions {
   cwd?: string;
   /** Arguments of every server (`--demo`). Default: none. */
   args?: readonly string[];
+  /**
+   * Postgres: something between the servers and the scratch database (a
+   * PgBouncer), given the database's direct URL; its `env` goes on top of the
+   * servers' (DATABASE_URL through it, …); it is stopped after the servers
+   * and before the database is dropped.
+   */
+  pooler?: (databaseURL: string) => Promise<{ env: Record<string, string>; stop(): Promise<void> }>;
 }
 
 /** Servers started by {@link startE2EServers}. */
@@ -58,7 +65,7 @@ export interface E2EServers {
   server: ServerProcess;
   /** Every server, in start order. */
   servers: ServerProcess[];
-  /** The `DATABASE_URL` the servers run on (`sqlite:PATH` or a scratch Postgres URL). */
+  /** The database the servers run on (`sqlite:PATH` or a scratch Postgres URL: the direct one, even behind a `pooler`). */
   databaseURL: string;
   /** Kills the servers, then removes the database; idempotent. */
   dispose(): Promise<void>;
@@ -85,15 +92,23 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
     RETENTION_INTERVAL_MS: '0',
     ...options.env,
   };
+  let databaseURL = '';
   try {
     if (dialect === 'sqlite') {
       const dir = mkdtempSync(join(tmpdir(), `cs-${options.name}-`));
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       env.DATABASE_URL = `sqlite:${join(dir, 'store.sqlite')}`;
+      databaseURL = env.DATABASE_URL;
     } else {
       const database = await createScratchPostgresDatabase(`cs_${options.name}`);
       cleanups.push(() => database.drop());
       env.DATABASE_URL = database.url;
+      databaseURL = database.url;
+      if (options.pooler !== undefined) {
+        const pooler = await options.pooler(database.url);
+        cleanups.push(() => pooler.stop());
+        Object.assign(env, pooler.env);
+      }
     }
     const servers: ServerProcess[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) {
@@ -105,7 +120,7 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
       cleanups.push(() => server.kill());
       servers.push(server);
     }
-    return { server: servers[0]!, servers, databaseURL: env.DATABASE_URL, dispose };
+    return { server: servers[0]!, servers, databaseURL, dispose };
   } catch (error) {
     await dispose();
     throw error;

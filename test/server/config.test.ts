@@ -56,6 +56,39 @@ describe('server configuration', () => {
     expect(config.database.display).not.toContain('s3cret');
   });
 
+  it('takes the direct CHANGE_FEED_DATABASE_URL (default DATABASE_URL) and DATABASE_POOL_MODE (default direct)', () => {
+    const direct = loadConfig({ DATABASE_URL: 'postgres://app@db.internal:5432/store' });
+    expect(direct.db.poolMode).toBe('direct');
+    expect(direct.directDatabase).toEqual(direct.database);
+    expect(loadConfig({}).directDatabase).toMatchObject({ dialect: 'sqlite' });
+    const pooled = loadConfig({
+      DATABASE_URL: 'postgres://app@pgbouncer.internal:6432/store',
+      DATABASE_POOL_MODE: 'transaction',
+      CHANGE_FEED_DATABASE_URL: 'postgres://app:s3cret@db.internal:5432/store',
+    });
+    expect(pooled.db.poolMode).toBe('transaction');
+    expect(pooled.database).toMatchObject({ dialect: 'postgres', connectionString: 'postgres://app@pgbouncer.internal:6432/store' });
+    expect(pooled.directDatabase).toMatchObject({ dialect: 'postgres', connectionString: 'postgres://app:s3cret@db.internal:5432/store' });
+    expect(pooled.directDatabase.display).not.toContain('s3cret');
+    // Also allowed without a pooler, e.g. a listener on another route to the same server.
+    expect(loadConfig({ DATABASE_URL: 'postgres://a@x/store', CHANGE_FEED_DATABASE_URL: 'postgres://a@y/store' }).directDatabase).toMatchObject({ connectionString: 'postgres://a@y/store' });
+  });
+
+  it('refuses a transaction pool mode without a distinct direct URL, and CHANGE_FEED_DATABASE_URL that is not Postgres', () => {
+    const pgbouncer = 'postgres://app@127.0.0.1:6432/store';
+    expect(problemsOf({ DATABASE_URL: pgbouncer, DATABASE_POOL_MODE: 'transaction' })).toEqual([expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: required with DATABASE_POOL_MODE=transaction: a direct postgres:\/\/ URL .*LISTEN/)]);
+    expect(problemsOf({ DATABASE_URL: pgbouncer, DATABASE_POOL_MODE: 'transaction', CHANGE_FEED_DATABASE_URL: pgbouncer })).toEqual([
+      'CHANGE_FEED_DATABASE_URL: must be a direct connection to Postgres, not the pooled DATABASE_URL',
+    ]);
+    expect(problemsOf({ DATABASE_POOL_MODE: 'transaction' })).toEqual([expect.stringMatching(/^DATABASE_POOL_MODE: transaction is for a postgres:\/\/ DATABASE_URL/)]);
+    expect(problemsOf({ DATABASE_POOL_MODE: 'session' })).toEqual([expect.stringMatching(/^DATABASE_POOL_MODE: /)]);
+    expect(problemsOf({ CHANGE_FEED_DATABASE_URL: 'postgres://a@db/store' })).toEqual([expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: only for a postgres:\/\/ DATABASE_URL/)]);
+    expect(problemsOf({ DATABASE_URL: pgbouncer, CHANGE_FEED_DATABASE_URL: 'sqlite:./x.sqlite' })).toEqual([expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: only for/)]);
+    expect(problemsOf({ DATABASE_URL: pgbouncer, CHANGE_FEED_DATABASE_URL: 'mysql://db/store' })).toEqual([
+      expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: CHANGE_FEED_DATABASE_URL must start with postgres:\/\//),
+    ]);
+  });
+
   it('refuses INSECURE_HEADER_AUTH with a non-loopback HOST, and in production', () => {
     expect(problemsOf({ INSECURE_HEADER_AUTH: 'true', HOST: '0.0.0.0' })).toEqual([
       'INSECURE_HEADER_AUTH: only allowed when HOST is a loopback address, got 0.0.0.0',
