@@ -79,7 +79,9 @@ async function main(): Promise<void> {
     },
     app.yoga,
   );
-  // graphql-ws subscriptions on the same port and path as SSE.
+  await listen(server, config.port, config.host);
+  // graphql-ws subscriptions on the same port and path as SSE. Attached once listening:
+  // ws re-emits the HTTP server's errors, and graphql-ws prints them with a stack trace.
   const websocket = attachGraphQLWebSocket(server, app, {
     logger,
     maxPayloadBytes: config.limits.maxBodyBytes,
@@ -89,7 +91,6 @@ async function main(): Promise<void> {
     corsOrigins: config.corsOrigins,
     insecureHeaderAuth: config.auth.insecureHeaderAuth,
   });
-  await listen(server, config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -154,12 +155,23 @@ async function main(): Promise<void> {
 
 function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (error: NodeJS.ErrnoException) => reject(new Error(listenFailure(error, port, host)));
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
+}
+
+/** A failed `listen` in words that say what to change. */
+function listenFailure(error: NodeJS.ErrnoException, port: number, host: string): string {
+  if (error.code === 'EADDRINUSE') {
+    return `port ${port} on ${host} is already in use by another process; stop it or choose another port, e.g. PORT=${port === 65_535 ? 4000 : port + 1} npm start`;
+  }
+  if (error.code === 'EACCES') return `port ${port} on ${host} needs privileges this process lacks; choose a port above 1023, e.g. PORT=4000 npm start`;
+  if (error.code === 'EADDRNOTAVAIL') return `HOST ${host} is not an address of this machine; use e.g. HOST=127.0.0.1 (this machine only) or HOST=0.0.0.0 (every interface)`;
+  return `cannot listen on ${host}:${port}: ${error.message}`;
 }
 
 main().catch((error: unknown) => {
