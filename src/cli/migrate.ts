@@ -9,6 +9,7 @@ import { failureLine, usageError, wantsHelp, type Command } from './command.js';
 const ACTIONS = ['latest', 'up', 'down', 'status'] as const;
 
 export const migrateCommand: Command = {
+  summary: 'apply, revert or list migrations',
   usage: `usage: npm run migrate -- <latest|up|down|status>
 
 Migrates the database named by DATABASE_URL (default: the embedded SQLite file

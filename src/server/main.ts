@@ -20,10 +20,25 @@ import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
+const USAGE = `usage: npm start [-- --demo]
+
+Serves GraphQL on HOST:PORT (default 127.0.0.1:4000) over the database named by
+DATABASE_URL (default: the embedded SQLite file ./data/connector-store.sqlite),
+migrated at start-up. --demo first fills it with demo data (not in production).
+Every setting is an environment variable: see README.md, Configuration.
+`;
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const unknown = args.find((arg) => arg !== '--demo');
-  if (unknown !== undefined) throw new Error(`unknown argument ${JSON.stringify(unknown)} (npm start takes only --demo)`);
+  if (unknown !== undefined) {
+    process.stderr.write(`unknown argument ${JSON.stringify(unknown)}\n${USAGE}`);
+    process.exit(2);
+  }
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
   const logger = createLogger(config.logLevel, undefined, config.logFormat);

@@ -140,6 +140,19 @@ describe('npm start (process)', () => {
     }
   });
 
+  it('--help prints the usage and starts nothing; an unknown argument is a usage error (exit 2)', async () => {
+    for (const flag of ['--help', '-h']) {
+      running = start(cwd, { NODE_ENV: 'production' }, [flag]);
+      expect(await running.exited).toBe(0);
+      expect(running.stdout()).toMatch(/^usage: npm start/);
+      expect(running.stderr()).toBe('');
+    }
+    running = start(cwd, { NODE_ENV: 'production' }, ['--dmeo']);
+    expect(await running.exited).toBe(2);
+    expect(running.stderr()).toMatch(/^unknown argument "--dmeo"\nusage: npm start/);
+    expect(existsSync(join(cwd, 'store.sqlite'))).toBe(false);
+  });
+
   it('in production, --demo is refused before anything is opened', async () => {
     running = start(cwd, { NODE_ENV: 'production' }, ['--demo']);
     expect(await running.exited).toBe(1);
