@@ -38,10 +38,32 @@ export type DatabaseTarget =
 /** Thrown for a `DATABASE_URL` that names no database we can open. */
 export class DatabaseConfigError extends Error {
   readonly code = 'DATABASE_CONFIG_INVALID';
-  constructor(message: string) {
-    super(message);
+  /** What the URL must be, without the variable's name: `must name a host, e.g. …`. */
+  readonly problem: string;
+  constructor(problem: string) {
+    super(`DATABASE_URL ${problem}`);
     this.name = 'DatabaseConfigError';
+    this.problem = problem;
   }
+}
+
+/**
+ * `url` with its password (`scheme://user:PASSWORD@host`) and any secret
+ * query parameter (`?password=`, `sslkey=`, `…token=`) replaced by `***`.
+ * Works on strings that do not parse as URLs, so an error can show them.
+ */
+export function maskDatabaseURL(url: string): string {
+  let masked = url;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(masked)?.[0];
+  if (scheme !== undefined) {
+    const rest = masked.slice(scheme.length);
+    const authorityEnd = rest.search(/[/?#]/);
+    const authority = authorityEnd === -1 ? rest : rest.slice(0, authorityEnd);
+    const at = authority.lastIndexOf('@');
+    const colon = authority.indexOf(':');
+    if (at !== -1 && colon !== -1 && colon < at) masked = `${scheme}${authority.slice(0, colon)}:***${rest.slice(at)}`;
+  }
+  return masked.replace(/([?&][^=&#]*(?:password|secret|token|key)[^=&#]*=)[^&#]*/gi, '$1***');
 }
 
 /** Thrown when the configured database cannot be reached at start-up. */
@@ -57,7 +79,8 @@ export class DatabaseUnavailableError extends Error {
  * Parses `DATABASE_URL`. Unset or empty → the default SQLite file;
  * `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`) → that file;
  * `postgres://…` / `postgresql://…` → a Postgres server. Anything else is a
- * {@link DatabaseConfigError}. The `display` form never contains a password.
+ * {@link DatabaseConfigError}. The `display` form never contains a password
+ * ({@link maskDatabaseURL}).
  */
 export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
   const value = url?.trim() ?? '';
@@ -66,7 +89,7 @@ export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
   }
   if (value.startsWith('sqlite:')) {
     const path = value.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (path === '') throw new DatabaseConfigError('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/store.sqlite');
+    if (path === '') throw new DatabaseConfigError('must name a file after "sqlite:", e.g. sqlite:./data/store.sqlite');
     return { dialect: 'sqlite', path, display: `sqlite:${path}` };
   }
   if (/^postgres(ql)?:\/\//.test(value)) {
@@ -74,17 +97,14 @@ export function parseDatabaseURL(url: string | undefined): DatabaseTarget {
     try {
       parsed = new URL(value);
     } catch {
-      throw new DatabaseConfigError('DATABASE_URL is not a valid postgres:// URL');
+      throw new DatabaseConfigError('must be a valid URL, e.g. postgres://USER@HOST:5432/DATABASE');
     }
     if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
-      throw new DatabaseConfigError('DATABASE_URL postgres:// URL has no host');
+      throw new DatabaseConfigError('must name a host, e.g. postgres://USER@HOST:5432/DATABASE');
     }
-    if (parsed.password !== '') parsed.password = '***';
-    return { dialect: 'postgres', connectionString: value, display: parsed.toString() };
+    return { dialect: 'postgres', connectionString: value, display: maskDatabaseURL(value) };
   }
-  throw new DatabaseConfigError(
-    'DATABASE_URL must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)',
-  );
+  throw new DatabaseConfigError('must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)');
 }
 
 /** Options for {@link openDatabase}. */

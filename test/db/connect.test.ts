@@ -75,7 +75,7 @@ describe('npm start with a bad database', () => {
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr.trim()).toMatch(/^connector store failed to start: cannot reach postgres:\/\/nobody@127\.0\.0\.1:1\/none: .*ECONNREFUSED/);
     expect(malformed.code).toBe(1);
-    expect(malformed.stderr).toMatch(/DATABASE_URL: DATABASE_URL must start with postgres:\/\//);
+    expect(malformed.stderr).toMatch(/ - DATABASE_URL: must start with postgres:\/\/.* \(got "mysql:\/\/x\/y"\)\n/);
     for (const { stderr } of [unreachable, malformed]) expect(stderr).not.toMatch(/^\s+at /m);
   }, 30_000);
 });
