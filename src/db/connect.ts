@@ -172,15 +172,36 @@ export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOption
 /**
  * Runs one trivial statement so a wrong host, a refused connection or a
  * missing database surfaces at start-up as a {@link DatabaseUnavailableError}
- * with a one-line message instead of on the first request.
+ * with a one-line message instead of on the first request. A Postgres
+ * database that does not exist says so, with the `createdb` line that makes it.
  */
 export async function checkConnection(open: OpenDatabase): Promise<void> {
   try {
     await sql`select 1`.execute(open.db);
   } catch (error) {
+    if (open.target.dialect === 'postgres' && (error as { code?: unknown } | null)?.code === INVALID_CATALOG_NAME) {
+      throw new DatabaseUnavailableError(missingDatabaseLine(open.target.connectionString), { cause: error });
+    }
     const reason = error instanceof Error ? error.message : String(error);
     throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}`, { cause: error });
   }
+}
+
+/** SQLSTATE of a connection to a database that does not exist. */
+const INVALID_CATALOG_NAME = '3D000';
+
+/** `database "x" does not exist on host:port; create it with: createdb -h … -p … -U … x`, as pg resolves the URL (and PG* variables). */
+function missingDatabaseLine(connectionString: string): string {
+  // A pg client only resolves its parameters here; it never connects.
+  const { host, port, user, database } = new pg.Client({ connectionString });
+  const name = database ?? user ?? '';
+  const command = ['createdb', '-h', host, '-p', String(port), ...(user ? ['-U', user] : []), name].map(shellWord).join(' ');
+  return `database ${JSON.stringify(name)} does not exist on ${host}:${port}; create it with: ${command}`;
+}
+
+/** `word` as one shell word (quoted only when it needs to be). */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 function postgresPool(connectionString: string, options: OpenDatabaseOptions): pg.Pool {
