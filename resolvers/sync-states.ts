@@ -5,7 +5,7 @@ import { NotFoundError } from '../src/store/errors.js';
 import * as syncStates from '../src/store/sync-state/index.js';
 import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
 import type { GraphQLContext } from './context.js';
-import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
@@ -31,9 +31,9 @@ export interface SyncStateFilterArgs {
   staleForMs?: number | null;
 }
 
-/** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner. */
+/** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner, keyset-paged either way. */
 export async function listSyncStates(args: ConnectionArgs & { filter?: SyncStateFilterArgs | null }, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, checkSyncStateCursor);
+  const request = pageRequest(args, checkSyncStateCursor);
   const filter: syncStates.SyncStateFilter = {
     ...(args.filter?.connectorName != null && { connectorName: args.filter.connectorName }),
     ...(args.filter?.ownerDID != null && { ownerDID: args.filter.ownerDID }),
@@ -41,7 +41,7 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
     ...(args.filter?.staleForMs != null && { staleForMs: args.filter.staleForMs }),
   };
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter };
-  const page = await syncStates.listSyncStates(ctx.store, { ...scope, first: request.first, after: request.after ?? null });
+  const page = await syncStates.listSyncStates(ctx.store, { ...scope, ...request });
   return {
     ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, (s) => ({ connectorName: s.connectorName, ownerDID: s.ownerDID })),
     totalCount: () => syncStates.countSyncStates(ctx.store, scope),

@@ -3,7 +3,7 @@ import * as watches from '../src/store/projection-watches/index.js';
 import type { ArmWatchResult, ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import type { GraphQLContext } from './context.js';
-import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
 
@@ -39,11 +39,11 @@ function toStoreFilter(filter: WatchFilterArgs | null | undefined): watches.Watc
   };
 }
 
-/** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged forward. */
+/** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged either way. */
 export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterArgs | null }, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, createdAtCursor);
+  const request = pageRequest(args, createdAtCursor);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
-  const page = await watches.listWatches(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after }) });
+  const page = await watches.listWatches(ctx.store, { ...scope, ...request });
   return {
     ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, watches.watchCursor),
     totalCount: () => watches.countWatches(ctx.store, scope),

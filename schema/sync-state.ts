@@ -67,7 +67,7 @@ builder.queryField('syncStates', (t) =>
     {
       complexity: connectionComplexity,
       type: SyncState,
-      description: 'The viewer’s sync states (a service sees all), by connector then owner. Pages forward only.',
+      description: 'The viewer’s sync states (a service sees all), by connector then owner.',
       authScopes: { authenticated: true },
       args: { filter: t.arg({ type: SyncStateFilter, required: false, description: 'Which sync states; omitted: all visible ones.' }) },
       resolve: (_root, args, ctx) => resolve.listSyncStates(args, ctx),

@@ -91,7 +91,7 @@ builder.queryField('watches', (t) =>
     {
       complexity: connectionComplexity,
       type: ProjectionWatch,
-      description: 'The viewer’s watches (a service sees all), newest first. Pages forward only.',
+      description: 'The viewer’s watches (a service sees all), newest first.',
       authScopes: { authenticated: true },
       args: { filter: t.arg({ type: WatchFilter, required: false, description: 'Which watches; omitted: all visible ones.' }) },
       resolve: (_root, args, ctx) => resolve.listWatches(args, ctx),

@@ -17,6 +17,8 @@ export interface CommandIO {
 
 /** A command-line tool: 0 on success, 1 when its work failed, 2 on a usage error. */
 export interface Command {
+  /** What it does, in one line (the command list of `tsx src/cli/index.ts --help`). */
+  summary: string;
   /** Printed for `-h` / `--help` and after a usage error. */
   usage: string;
   run(io: CommandIO): Promise<number>;

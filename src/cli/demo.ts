@@ -9,6 +9,7 @@ import { failureLine, usageError, wantsHelp, type Command } from './command.js';
 import { withConfiguredDatabase } from './database.js';
 
 export const demoCommand: Command = {
+  summary: 'fill the configured database with demo data',
   usage: `usage: npm run demo
 
 Fills the database named by DATABASE_URL (default: the embedded SQLite file

@@ -3,7 +3,7 @@
  * the package scripts run it (`npm run token`, `demo`, `migrate`,
  * `retention`, `ops`). Every command has the shape of `command.ts`.
  */
-import { type Command, type CommandIO } from './command.js';
+import { USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
 import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
 import { opsCommand } from './ops.js';
@@ -19,13 +19,26 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   ops: opsCommand,
 };
 
+const USAGE = `usage: tsx src/cli/index.ts <${Object.keys(COMMANDS).join('|')}> [args]   (npm run <command> -- [args])
+
+${Object.entries(COMMANDS)
+  .map(([name, command]) => `  ${name.padEnd(11)}${command.summary}`)
+  .join('\n')}
+
+Each command answers --help.
+`;
+
 /** Runs the command named by the first argument with the rest; returns the exit code. */
 async function runCommandLine(io: CommandIO): Promise<number> {
   const [name, ...argv] = io.argv;
+  if (name !== undefined && wantsHelp([name])) {
+    io.stdout(USAGE);
+    return 0;
+  }
   const command = name === undefined ? undefined : COMMANDS[name];
   if (command === undefined) {
-    io.stderr(`usage: tsx src/cli/index.ts <${Object.keys(COMMANDS).join('|')}> [args]\n`);
-    return 2;
+    io.stderr(`${name === undefined ? '' : `unknown command ${JSON.stringify(name)}\n`}${USAGE}`);
+    return USAGE_ERROR;
   }
   return command.run({ ...io, argv });
 }

@@ -1,20 +1,29 @@
 /**
  * `npm run migrate -- <latest|up|down|status>` against DATABASE_URL
- * (default: the embedded SQLite file).
+ * (default: the embedded SQLite file). `down` reverts only with `--yes`;
+ * without it, it says what it would revert and changes nothing.
  */
+import { existsSync } from 'node:fs';
 import { checkConnection, openDatabase, parseDatabaseURL } from '../db/connect.js';
 import { createMigrator, unwrapMigrationResult } from '../db/migrator.js';
 import { failureLine, usageError, wantsHelp, type Command } from './command.js';
 
 const ACTIONS = ['latest', 'up', 'down', 'status'] as const;
+const YES = new Set(['--yes', '-y']);
+/** The migration whose `down` drops every table. */
+const INITIAL_MIGRATION = '0001-initial';
 
 export const migrateCommand: Command = {
-  usage: `usage: npm run migrate -- <latest|up|down|status>
+  summary: 'apply, revert or list migrations',
+  usage: `usage: npm run migrate -- <latest|up|status|down --yes>
 
 Migrates the database named by DATABASE_URL (default: the embedded SQLite file
 ./data/connector-store.sqlite): to the latest version, one step up or down, or
-lists each migration and whether it is applied. With DATABASE_POOL_MODE=transaction
-(DATABASE_URL goes through PgBouncer) it uses the direct CHANGE_FEED_DATABASE_URL.
+lists each migration and whether it is applied. down reverts the last applied
+migration only with --yes (reverting ${INITIAL_MIGRATION} drops every table);
+without it, it says what it would revert, changes nothing and exits 1. With
+DATABASE_POOL_MODE=transaction (DATABASE_URL goes through PgBouncer) it uses the
+direct CHANGE_FEED_DATABASE_URL.
 `,
 
   async run(io) {
@@ -22,10 +31,12 @@ lists each migration and whether it is applied. With DATABASE_POOL_MODE=transact
       io.stdout(migrateCommand.usage);
       return 0;
     }
-    const [action, ...rest] = io.argv;
+    const yes = io.argv.some((arg) => YES.has(arg));
+    const [action, ...rest] = io.argv.filter((arg) => !YES.has(arg));
     if (action === undefined || !(ACTIONS as readonly string[]).includes(action) || rest.length > 0) {
       return usageError(io, migrateCommand, action === undefined ? 'name an action' : `unknown argument ${JSON.stringify(rest[0] ?? action)}`);
     }
+    if (yes && action !== 'down') return usageError(io, migrateCommand, '--yes is only for down');
     try {
       // Kysely's migration lock is session-scoped: never through a transaction pooler.
       const pooled = io.env.DATABASE_POOL_MODE === 'transaction';
@@ -33,6 +44,11 @@ lists each migration and whether it is applied. With DATABASE_POOL_MODE=transact
         throw new Error('DATABASE_POOL_MODE=transaction: migrations need the direct CHANGE_FEED_DATABASE_URL (not the pooled DATABASE_URL)');
       }
       const target = pooled ? parseDatabaseURL(io.env.CHANGE_FEED_DATABASE_URL, 'CHANGE_FEED_DATABASE_URL') : parseDatabaseURL(io.env.DATABASE_URL);
+      // Opening a SQLite file creates it: a revert of nothing must not.
+      if (action === 'down' && target.dialect === 'sqlite' && target.path !== ':memory:' && !existsSync(target.path)) {
+        (yes ? io.stdout : io.stderr)(`${yes ? '' : 'migrate down: '}nothing to revert on ${target.display}: the file does not exist\n`);
+        return yes ? 0 : 1;
+      }
       const open = openDatabase(target);
       try {
         await checkConnection(open);
@@ -42,6 +58,17 @@ lists each migration and whether it is applied. With DATABASE_POOL_MODE=transact
             io.stdout(`${m.name}  ${m.executedAt === undefined ? 'pending' : `applied ${m.executedAt.toISOString()}`}\n`);
           }
           return 0;
+        }
+        if (action === 'down' && !yes) {
+          // Reading the migration table only: nothing is created or changed.
+          const last = (await migrator.getMigrations()).filter((m) => m.executedAt !== undefined).at(-1);
+          if (last === undefined) {
+            io.stderr(`migrate down: nothing to revert on ${target.display}: no migration is applied\n`);
+          } else {
+            const drops = last.name === INITIAL_MIGRATION ? ', which drops every table and all their data' : '';
+            io.stderr(`migrate down: would revert ${last.name} on ${target.display}${drops}; nothing was changed. To revert it: npm run migrate -- down --yes\n`);
+          }
+          return 1;
         }
         const run = action === 'latest' ? migrator.migrateToLatest() : action === 'up' ? migrator.migrateUp() : migrator.migrateDown();
         const results = unwrapMigrationResult(await run);

@@ -47,20 +47,23 @@ interface Parsed {
 function parse(argv: readonly string[]): Parsed | string {
   const [command, ...rest] = argv;
   if (command === undefined) return 'a command is required';
+  if (command.startsWith('-')) return `unknown option ${JSON.stringify(command)}`;
   const parsed: Parsed = { command, positional: [], limit: 20, json: false };
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i]!;
-    if (arg === '--json') parsed.json = true;
-    else if (arg === '--reason' || arg === '--limit') {
-      const value = rest[++i];
-      if (value === undefined) return `${arg} needs a value`;
-      if (arg === '--reason') parsed.reason = value;
+    // `--reason TEXT` or `--reason=TEXT`.
+    const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (flag === '--json' && inline === undefined) parsed.json = true;
+    else if (flag === '--reason' || flag === '--limit') {
+      const value = inline ?? rest[++i];
+      if (value === undefined) return `${flag} needs a value`;
+      if (flag === '--reason') parsed.reason = value;
       else {
-        const limit = Number(value);
-        if (!Number.isInteger(limit) || limit < 1 || limit > 500) return '--limit must be an integer from 1 to 500';
+        const limit = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+        if (!(limit >= 1 && limit <= 500)) return '--limit must be an integer from 1 to 500';
         parsed.limit = limit;
       }
-    } else if (arg.startsWith('--')) return `unknown option ${JSON.stringify(arg)}`;
+    } else if (arg.startsWith('-')) return `unknown option ${JSON.stringify(arg)}`;
     else parsed.positional.push(arg);
   }
   if (parsed.command === 'stuck') {
@@ -124,6 +127,7 @@ async function run(io: CommandIO, store: StoreContext, parsed: Parsed): Promise<
 }
 
 export const opsCommand: Command = {
+  summary: 'stuck work, one operation\'s history, retry / cancel / requeue',
   usage: USAGE,
   async run(io) {
     if (wantsHelp(io.argv)) {

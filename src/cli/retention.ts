@@ -11,6 +11,7 @@ import { failureLine, usageError, wantsHelp, type Command } from './command.js';
 import { withConfiguredDatabase } from './database.js';
 
 export const retentionCommand: Command = {
+  summary: 'run retention and the pending-auth expiry once, now',
   usage: `usage: npm run retention
 
 Runs the server's background jobs once against DATABASE_URL (default: the

@@ -4,6 +4,7 @@ import { DEFAULT_AUDIENCE, DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, LOCAL_KEY_PATH, l
 import { usageError, wantsHelp, type Command } from './command.js';
 
 export const tokenCommand: Command = {
+  summary: 'print a bearer token for the local key',
   usage: `usage: npm run -s token -- [--ttl <seconds>]
 
 Prints a bearer token on stdout for the key in ./${LOCAL_KEY_PATH} (created if

@@ -42,10 +42,32 @@ export type DatabaseTarget =
 /** Thrown for a `DATABASE_URL` that names no database we can open. */
 export class DatabaseConfigError extends Error {
   readonly code = 'DATABASE_CONFIG_INVALID';
-  constructor(message: string) {
-    super(message);
+  /** What the URL must be, without the variable's name: `must name a host, e.g. …`. */
+  readonly problem: string;
+  constructor(variable: string, problem: string) {
+    super(`${variable} ${problem}`);
     this.name = 'DatabaseConfigError';
+    this.problem = problem;
   }
+}
+
+/**
+ * `url` with its password (`scheme://user:PASSWORD@host`) and any secret
+ * query parameter (`?password=`, `sslkey=`, `…token=`) replaced by `***`.
+ * Works on strings that do not parse as URLs, so an error can show them.
+ */
+export function maskDatabaseURL(url: string): string {
+  let masked = url;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(masked)?.[0];
+  if (scheme !== undefined) {
+    const rest = masked.slice(scheme.length);
+    const authorityEnd = rest.search(/[/?#]/);
+    const authority = authorityEnd === -1 ? rest : rest.slice(0, authorityEnd);
+    const at = authority.lastIndexOf('@');
+    const colon = authority.indexOf(':');
+    if (at !== -1 && colon !== -1 && colon < at) masked = `${scheme}${authority.slice(0, colon)}:***${rest.slice(at)}`;
+  }
+  return masked.replace(/([?&][^=&#]*(?:password|secret|token|key)[^=&#]*=)[^&#]*/gi, '$1***');
 }
 
 /** Thrown when the configured database cannot be reached at start-up. */
@@ -62,7 +84,8 @@ export class DatabaseUnavailableError extends Error {
  * the messages as `variable`). Unset or empty → the default SQLite file;
  * `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`) → that file;
  * `postgres://…` / `postgresql://…` → a Postgres server. Anything else is a
- * {@link DatabaseConfigError}. The `display` form never contains a password.
+ * {@link DatabaseConfigError}. The `display` form never contains a password
+ * ({@link maskDatabaseURL}).
  */
 export function parseDatabaseURL(url: string | undefined, variable = 'DATABASE_URL'): DatabaseTarget {
   const value = url?.trim() ?? '';
@@ -71,7 +94,7 @@ export function parseDatabaseURL(url: string | undefined, variable = 'DATABASE_U
   }
   if (value.startsWith('sqlite:')) {
     const path = value.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (path === '') throw new DatabaseConfigError(`${variable} "sqlite:" needs a file path, e.g. sqlite:./data/store.sqlite`);
+    if (path === '') throw new DatabaseConfigError(variable, 'must name a file after "sqlite:", e.g. sqlite:./data/store.sqlite');
     return { dialect: 'sqlite', path, display: `sqlite:${path}` };
   }
   if (/^postgres(ql)?:\/\//.test(value)) {
@@ -79,15 +102,14 @@ export function parseDatabaseURL(url: string | undefined, variable = 'DATABASE_U
     try {
       parsed = new URL(value);
     } catch {
-      throw new DatabaseConfigError(`${variable} is not a valid postgres:// URL`);
+      throw new DatabaseConfigError(variable, 'must be a valid URL, e.g. postgres://USER@HOST:5432/DATABASE');
     }
     if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
-      throw new DatabaseConfigError(`${variable} postgres:// URL has no host`);
+      throw new DatabaseConfigError(variable, 'must name a host, e.g. postgres://USER@HOST:5432/DATABASE');
     }
-    if (parsed.password !== '') parsed.password = '***';
-    return { dialect: 'postgres', connectionString: value, display: parsed.toString() };
+    return { dialect: 'postgres', connectionString: value, display: maskDatabaseURL(value) };
   }
-  throw new DatabaseConfigError(`${variable} must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)`);
+  throw new DatabaseConfigError(variable, 'must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file)');
 }
 
 /**
@@ -172,12 +194,16 @@ export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOption
 /**
  * Runs one trivial statement so a wrong host, a refused connection or a
  * missing database surfaces at start-up as a {@link DatabaseUnavailableError}
- * with a one-line message instead of on the first request.
+ * with a one-line message instead of on the first request. A Postgres
+ * database that does not exist says so, with the `createdb` line that makes it.
  */
 export async function checkConnection(open: OpenDatabase): Promise<void> {
   try {
     await sql`select 1`.execute(open.db);
   } catch (error) {
+    if (open.target.dialect === 'postgres' && (error as { code?: unknown } | null)?.code === INVALID_CATALOG_NAME) {
+      throw new DatabaseUnavailableError(missingDatabaseLine(open.target.connectionString), { cause: error });
+    }
     const reason = error instanceof Error ? error.message : String(error);
     // PgBouncer refuses the startup parameters a direct connection sends.
     const hint = /unsupported startup parameter/i.test(reason)
@@ -185,6 +211,23 @@ export async function checkConnection(open: OpenDatabase): Promise<void> {
       : '';
     throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}${hint}`, { cause: error });
   }
+}
+
+/** SQLSTATE of a connection to a database that does not exist. */
+const INVALID_CATALOG_NAME = '3D000';
+
+/** `database "x" does not exist on host:port; create it with: createdb -h … -p … -U … x`, as pg resolves the URL (and PG* variables). */
+function missingDatabaseLine(connectionString: string): string {
+  // A pg client only resolves its parameters here; it never connects.
+  const { host, port, user, database } = new pg.Client({ connectionString });
+  const name = database ?? user ?? '';
+  const command = ['createdb', '-h', host, '-p', String(port), ...(user ? ['-U', user] : []), name].map(shellWord).join(' ');
+  return `database ${JSON.stringify(name)} does not exist on ${host}:${port}; create it with: ${command}`;
+}
+
+/** `word` as one shell word (quoted only when it needs to be). */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 function postgresPool(connectionString: string, options: OpenDatabaseOptions): pg.Pool {

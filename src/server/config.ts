@@ -1,40 +1,62 @@
 /**
  * Server configuration from the environment, validated once at start-up.
- * Every problem is reported at once, one line each, naming the variable.
+ * Every problem is reported at once, one line each, in words:
+ * `PORT: must be an integer from 0 to 65535 (got "abc")`: the variable, the
+ * form it must have and the value got (never a secret's).
  */
 import { parseCorsOrigins } from './cors.js';
 import { z } from 'zod';
 import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
-import { parseDatabaseURL, type DatabaseTarget, type PoolMode } from '../db/connect.js';
+import { DatabaseConfigError, maskDatabaseURL, parseDatabaseURL, type DatabaseTarget, type PoolMode } from '../db/connect.js';
 
+/**
+ * A variable whose value `read` turns into the setting, or refuses with
+ * undefined; the refusal reads `must be ${expected}`.
+ */
+function variable<T>(expected: string | ((raw: string) => string), read: (raw: string) => T | undefined) {
+  return z.string().transform((raw, ctx): T => {
+    const value = read(raw);
+    if (value !== undefined) return value;
+    ctx.issues.push({ code: 'custom', message: `must be ${typeof expected === 'string' ? expected : expected(raw)}`, input: raw });
+    return z.NEVER;
+  });
+}
 
-
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number, max: number) =>
+  variable(`an integer from ${min} to ${max}`, (raw) => {
+    const value = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
+    return value >= min && value <= max ? value : undefined;
+  });
+const BOOLEANS: Readonly<Record<string, boolean>> = { true: true, false: false, 1: true, 0: false, yes: true, no: false };
+const bool = variable('true or false (or 1/0, yes/no)', (raw) => BOOLEANS[raw.trim().toLowerCase()]);
+const oneOf = <const T extends readonly string[]>(values: T) => variable(`one of ${values.join(', ')}`, (raw) => values.find((v): v is T[number] => v === raw.trim()));
+const text = (expected: string) => variable(expected, (raw) => (raw.trim() === '' ? undefined : raw.trim()));
+const listed = (raw: string) => raw.split(',').map((d) => d.trim()).filter((d) => d !== '');
+const didList = variable(
+  (raw) => {
+    const bad = listed(raw).filter((d) => !isDID(d));
+    return `comma-separated DIDs (did:method:identifier); ${bad.map((d) => JSON.stringify(d)).join(', ')} ${bad.length === 1 ? 'is not one' : 'are not'}`;
+  },
+  (raw) => (listed(raw).every(isDID) ? listed(raw) : undefined),
+);
 
 const EnvSchema = z.object({
-  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  NODE_ENV: oneOf(['development', 'production', 'test']).default('development'),
   PORT: int(0, 65_535).default(4000),
-  HOST: z.string().min(1).default('127.0.0.1'),
+  HOST: text('a host name or address to listen on, e.g. 127.0.0.1 or 0.0.0.0').default('127.0.0.1'),
   DATABASE_URL: z.string().optional(),
-  DATABASE_POOL_MODE: z.enum(['direct', 'transaction']).default('direct'),
+  DATABASE_POOL_MODE: oneOf(['direct', 'transaction']).default('direct'),
   CHANGE_FEED_DATABASE_URL: z.string().optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+  LOG_LEVEL: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: oneOf(['json', 'pretty']).optional(),
   SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
   METRICS: bool.default(true),
-  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional(),
+  METRICS_TOKEN: variable('at least 16 printable ASCII characters without spaces', (raw) => (/^[\x21-\x7e]{16,}$/.test(raw) ? raw : undefined)).optional(),
   METRICS_CACHE_MS: int(0, 600_000).default(5_000),
-  PERSISTED_DOCUMENTS: z.enum(['off', 'allow', 'only']).default('off'),
-  PERSISTED_DOCUMENTS_FILE: z.string().min(1).optional(),
-  AUTH_AUDIENCE: z.string().min(1).default(DEFAULT_AUDIENCE),
-  SERVICE_DIDS: z
-    .string()
-    .default('')
-    .transform((s) => s.split(',').map((d) => d.trim()).filter((d) => d !== ''))
-    .pipe(z.array(z.string().refine(isDID, 'each entry must be a DID (did:method:identifier)'))),
+  PERSISTED_DOCUMENTS: oneOf(['off', 'allow', 'only']).default('off'),
+  PERSISTED_DOCUMENTS_FILE: text('a path to a persisted-documents manifest (JSON)').optional(),
+  AUTH_AUDIENCE: text('a non-empty string').default(DEFAULT_AUDIENCE),
+  SERVICE_DIDS: didList.default([]),
   INSECURE_HEADER_AUTH: bool.default(false),
   GRAPHIQL: bool.optional(),
   INTROSPECTION: bool.default(true),
@@ -54,7 +76,7 @@ const EnvSchema = z.object({
   // Floods, not traffic: ~1 000 requests/s per viewer and ~2 000/s per address, sustained over a minute.
   RATE_LIMIT_PER_VIEWER: int(0, 100_000_000).default(60_000),
   RATE_LIMIT_PER_IP: int(0, 100_000_000).default(120_000),
-  RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).default('memory'),
+  RATE_LIMIT_STORE: oneOf(['memory', 'postgres']).default('memory'),
   RATE_LIMIT_WINDOW_SECONDS: int(1, 86_400).default(60),
   HTTP_HEADERS_TIMEOUT_MS: int(1_000, 600_000).default(10_000),
   HTTP_REQUEST_TIMEOUT_MS: int(1_000, 3_600_000).default(30_000),
@@ -65,6 +87,28 @@ const EnvSchema = z.object({
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
   SHUTDOWN_DRAIN_MS: int(0, 600_000).optional(),
 });
+
+/** Every environment variable the configuration reads. */
+export const CONFIG_VARIABLES: readonly string[] = [...Object.keys(EnvSchema.shape), 'CORS_ORIGINS'];
+
+/** Whether a variable holds a secret (TOKEN, KEY, SECRET or PASSWORD in its name), whose value is never printed. */
+export function isSecretVariable(name: string): boolean {
+  // MAX_TOKENS is a query-size limit (graphql-armor's tokens), not a credential.
+  return /TOKEN|KEY|SECRET|PASSWORD/i.test(name) && name.toUpperCase() !== 'MAX_TOKENS';
+}
+
+/** The value of `name` as a problem line shows it: quoted, masked or not at all. */
+function shownValue(name: string, value: string | undefined): string {
+  if (value === undefined) return 'nothing';
+  if (isSecretVariable(name)) return `${value.length} characters, not shown`;
+  const shown = name.endsWith('DATABASE_URL') ? maskDatabaseURL(value) : value;
+  return JSON.stringify(shown.length > 200 ? `${shown.slice(0, 200)}…` : shown);
+}
+
+/** One problem line: `NAME: must … (got "value")`. */
+function problem(name: string, env: Record<string, string | undefined>, message: string): string {
+  return `${name}: ${message} (got ${shownValue(name, env[name])})`;
+}
 
 /** The validated configuration the server runs with. */
 export interface ServerConfig {
@@ -147,13 +191,20 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 /** Reads and validates the configuration from `env` (default `process.env`). */
 export function loadConfig(env: Record<string, string | undefined> = process.env): ServerConfig {
   const parsed = EnvSchema.safeParse(env);
-  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`);
+  const problems: string[] = [];
+  // One line per variable, however many of its checks failed.
+  const named = new Set<string>();
+  for (const issue of parsed.success ? [] : parsed.error.issues) {
+    const name = String(issue.path[0] ?? 'environment');
+    if (!named.has(name)) problems.push(problem(name, env, issue.message));
+    named.add(name);
+  }
   // The checks below run even when another variable is bad, so one start reports every problem.
   let database: DatabaseTarget | undefined;
   try {
     database = parseDatabaseURL(env.DATABASE_URL);
   } catch (error) {
-    problems.push(`DATABASE_URL: ${(error as Error).message}`);
+    problems.push(problem('DATABASE_URL', env, error instanceof DatabaseConfigError ? error.problem : String(error)));
   }
   const pooling = EnvSchema.shape.DATABASE_POOL_MODE.safeParse(env.DATABASE_POOL_MODE);
   const directDatabase = directTarget(env, database, pooling.success ? pooling.data : 'direct', problems);
@@ -161,7 +212,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   try {
     corsOrigins = parseCorsOrigins(env.CORS_ORIGINS);
   } catch (error) {
-    problems.push(`CORS_ORIGINS: ${(error as Error).message}`);
+    problems.push(problem('CORS_ORIGINS', env, `must be comma-separated origins (scheme://host[:port], e.g. https://dash.example.com); ${(error as Error).message}`));
   }
   const access = EnvSchema.pick({ NODE_ENV: true, HOST: true, INSECURE_HEADER_AUTH: true }).safeParse(env);
   if (access.success && access.data.INSECURE_HEADER_AUTH && !LOOPBACK.has(access.data.HOST)) {
@@ -238,7 +289,7 @@ function directTarget(
   try {
     direct = parseDatabaseURL(given, 'CHANGE_FEED_DATABASE_URL');
   } catch (error) {
-    problems.push(`CHANGE_FEED_DATABASE_URL: ${(error as Error).message}`);
+    problems.push(problem('CHANGE_FEED_DATABASE_URL', env, error instanceof DatabaseConfigError ? error.problem : String(error)));
     return undefined;
   }
   if (direct.dialect !== 'postgres' || (database !== undefined && database.dialect !== 'postgres')) {

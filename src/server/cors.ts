@@ -23,10 +23,10 @@ export function parseCorsOrigins(value: string | undefined): string[] {
     try {
       parsed = new URL(origin);
     } catch {
-      throw new Error(`${JSON.stringify(origin)} is not an origin (e.g. https://dash.example.com)`);
+      throw new Error(`${JSON.stringify(origin)} is not an origin`);
     }
     if (parsed.origin !== origin || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')) {
-      throw new Error(`${JSON.stringify(origin)} is not an origin: write scheme://host[:port] with no path, slash or wildcard`);
+      throw new Error(`${JSON.stringify(origin)} is not an origin (no path, trailing slash or wildcard)`);
     }
     return origin;
   });

@@ -23,11 +23,25 @@ import { attachGraphQLWebSocket } from './websocket.js';
 
 /** Connections of the rate-limit store's own pool on the direct URL (behind a transaction pooler): one short upsert per request and limit. */
 const RATE_LIMIT_DIRECT_POOL_MAX = 4;
+const USAGE = `usage: npm start [-- --demo]
+
+Serves GraphQL on HOST:PORT (default 127.0.0.1:4000) over the database named by
+DATABASE_URL (default: the embedded SQLite file ./data/connector-store.sqlite),
+migrated at start-up. --demo first fills it with demo data (not in production).
+Every setting is an environment variable: see README.md, Configuration.
+`;
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const unknown = args.find((arg) => arg !== '--demo');
-  if (unknown !== undefined) throw new Error(`unknown argument ${JSON.stringify(unknown)} (npm start takes only --demo)`);
+  if (unknown !== undefined) {
+    process.stderr.write(`unknown argument ${JSON.stringify(unknown)}\n${USAGE}`);
+    process.exit(2);
+  }
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
   const logger = createLogger(config.logLevel, undefined, config.logFormat);
@@ -106,7 +120,9 @@ async function main(): Promise<void> {
     },
     app.yoga,
   );
-  // graphql-ws subscriptions on the same port and path as SSE.
+  await listen(server, config.port, config.host);
+  // graphql-ws subscriptions on the same port and path as SSE. Attached once listening:
+  // ws re-emits the HTTP server's errors, and graphql-ws prints them with a stack trace.
   const websocket = attachGraphQLWebSocket(server, app, {
     logger,
     maxPayloadBytes: config.limits.maxBodyBytes,
@@ -116,7 +132,6 @@ async function main(): Promise<void> {
     corsOrigins: config.corsOrigins,
     insecureHeaderAuth: config.auth.insecureHeaderAuth,
   });
-  await listen(server, config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -182,12 +197,23 @@ async function main(): Promise<void> {
 
 function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (error: NodeJS.ErrnoException) => reject(new Error(listenFailure(error, port, host)));
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
+}
+
+/** A failed `listen` in words that say what to change. */
+function listenFailure(error: NodeJS.ErrnoException, port: number, host: string): string {
+  if (error.code === 'EADDRINUSE') {
+    return `port ${port} on ${host} is already in use by another process; stop it or choose another port, e.g. PORT=${port === 65_535 ? 4000 : port + 1} npm start`;
+  }
+  if (error.code === 'EACCES') return `port ${port} on ${host} needs privileges this process lacks; choose a port above 1023, e.g. PORT=4000 npm start`;
+  if (error.code === 'EADDRNOTAVAIL') return `HOST ${host} is not an address of this machine; use e.g. HOST=127.0.0.1 (this machine only) or HOST=0.0.0.0 (every interface)`;
+  return `cannot listen on ${host}:${port}: ${error.message}`;
 }
 
 main().catch((error: unknown) => {

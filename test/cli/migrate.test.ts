@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,12 +26,35 @@ describe('migrate command', () => {
     expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: up 0001-initial success\n.*: up 0002-sweep-receipt-node-key success\n.*: up 0003-operation-finalized-lease success\n.*: up 0004-operation-counts success\n.*: up 0005-operation-history success\n.*: up 0006-operation-failure-indexes success\n.*: up 0007-sync-state-progressed-at success\n$/) });
     expect(await run(['latest'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: nothing to do$/m) });
     expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0001-initial {2}applied \d{4}-/m) });
-    expect(await run(['down'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: down 0007-sync-state-progressed-at success$/m) });
+    expect(await run(['down', '--yes'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/: down 0007-sync-state-progressed-at success$/m) });
     expect(await run(['status'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^0007-sync-state-progressed-at {2}pending$/m) });
   });
 
+  it('down without --yes says what it would revert and exits 1, changing nothing; with --yes it reverts', async () => {
+    await run(['latest']);
+    const asked = await run(['down']);
+    expect(asked.code).toBe(1);
+    expect(asked.stdout).toBe('');
+    expect(asked.stderr).toMatch(/^migrate down: would revert 0007-sync-state-progressed-at on sqlite:.*store\.sqlite; nothing was changed\. To revert it: npm run migrate -- down --yes\n$/);
+    expect((await run(['status'])).stdout).toMatch(/^0007-sync-state-progressed-at {2}applied /m);
+    expect((await run(['--yes', 'down'])).stdout).toMatch(/: down 0007-sync-state-progressed-at success$/m);
+    for (let i = 0; i < 5; i++) await run(['down', '-y']);
+    // The last one drops every table: the preview says so.
+    expect((await run(['down'])).stderr).toMatch(/^migrate down: would revert 0001-initial .*, which drops every table and all their data; nothing was changed\./);
+    expect((await run(['status'])).stdout).toMatch(/^0001-initial {2}applied /m);
+    expect((await run(['down', '--yes'])).stdout).toMatch(/: down 0001-initial success$/m);
+    expect(await run(['down'])).toMatchObject({ code: 1, stderr: expect.stringMatching(/^migrate down: nothing to revert on sqlite:.*: no migration is applied\n$/) });
+  });
+
+  it('down on a SQLite file that does not exist does not create it', async () => {
+    const path = join(cwd, 'nested', 'absent.sqlite');
+    expect(await run(['down'], { DATABASE_URL: `sqlite:${path}` })).toMatchObject({ code: 1, stderr: expect.stringMatching(/nothing to revert .*: the file does not exist\n$/) });
+    expect(await run(['down', '--yes'], { DATABASE_URL: `sqlite:${path}` })).toMatchObject({ code: 0, stdout: expect.stringMatching(/nothing to revert .*: the file does not exist\n$/) });
+    expect(existsSync(join(cwd, 'nested'))).toBe(false);
+  });
+
   it('refuses a missing or unknown action with the usage (exit 2), and a bad DATABASE_URL with one line (exit 1)', async () => {
-    for (const argv of [[], ['sideways'], ['up', 'extra']]) {
+    for (const argv of [[], ['sideways'], ['up', 'extra'], ['latest', '--yes'], ['down', '--force']]) {
       const result = await run(argv);
       expect(result.code).toBe(2);
       expect(result.stderr).toMatch(/usage: npm run migrate/);

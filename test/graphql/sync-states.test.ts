@@ -85,8 +85,57 @@ describeGraphQL('graphql sync states', (suite) => {
       expect(seen).toHaveLength(5);
     });
 
-    it('refuses `last` and a bad cursor', async () => {
-      for (const variables of [{ last: 1 }, { first: 1, after: '!!!' }]) {
+    for (const who of ['alice', 'worker'] as const) {
+      it(`pages backward (last/before) and forward (first/after) over the same rows, at every page size (${who})`, async () => {
+        await seedStates();
+        for (const connectorName of ['asana', 'box', 'zoom']) await seedSyncState(suite, { connectorName });
+        await seedSyncState(suite, { connectorName: 'asana', ownerDID: suite.keys.bob.did });
+        const full = names(await suite.gql(SYNC_STATES, { first: 100 }, { as: who }));
+        expect(full).toHaveLength(who === 'alice' ? 6 : 9);
+        for (let size = 1; size <= 4; size++) {
+          const forward: string[] = [];
+          let after: string | null = null;
+          for (let guard = 0; guard < 20; guard++) {
+            const res: any = await suite.gql(SYNC_STATES, { first: size, after }, { as: who });
+            expect(res.errors).toBeUndefined();
+            expect(res.data.syncStates.pageInfo.hasPreviousPage).toBe(after !== null);
+            forward.push(...names(res));
+            if (!res.data.syncStates.pageInfo.hasNextPage) break;
+            after = res.data.syncStates.pageInfo.endCursor;
+          }
+          expect(forward, `forward, size ${size}`).toEqual(full);
+
+          const backward: string[] = [];
+          let before: string | null = null;
+          for (let guard = 0; guard < 20; guard++) {
+            const res: any = await suite.gql(SYNC_STATES, { last: size, before }, { as: who });
+            expect(res.errors).toBeUndefined();
+            expect(res.data.syncStates.totalCount).toBe(full.length);
+            expect(res.data.syncStates.pageInfo.hasNextPage).toBe(before !== null);
+            backward.unshift(...names(res));
+            if (!res.data.syncStates.pageInfo.hasPreviousPage) break;
+            expect(res.data.syncStates.edges).toHaveLength(size);
+            expect(res.data.syncStates.pageInfo.startCursor).toBe(res.data.syncStates.edges[0].cursor);
+            before = res.data.syncStates.pageInfo.startCursor;
+          }
+          expect(backward, `backward, size ${size}`).toEqual(full);
+        }
+      });
+    }
+
+    it('bounds a page by both after and before, in either direction, with the filter applied', async () => {
+      await seedStates();
+      const all = await suite.gql(SYNC_STATES, { first: 100 }, { as: 'worker' });
+      const order = names(all);
+      const after = all.data.syncStates.edges[0].cursor;
+      const before = all.data.syncStates.edges[4].cursor;
+      expect(names(await suite.gql(SYNC_STATES, { first: 100, after, before }, { as: 'worker' }))).toEqual(order.slice(1, 4));
+      expect(names(await suite.gql(SYNC_STATES, { last: 2, after, before }, { as: 'worker' }))).toEqual(order.slice(2, 4));
+      expect(names(await suite.gql(SYNC_STATES, { last: 1, filter: { ownerDID: suite.keys.bob.did } }, { as: 'worker' }))).toEqual(['google/bob']);
+    });
+
+    it('refuses first with last, and a bad cursor', async () => {
+      for (const variables of [{ first: 1, last: 1 }, { first: 1, after: '!!!' }, { last: 1, before: '!!!' }]) {
         const res = await suite.gql(SYNC_STATES, variables);
         expect(res.data).toBeNull();
         expect(res.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');

@@ -474,15 +474,66 @@ describeGraphQL('graphql watches', (suite) => {
       expect(seen).toEqual(['doc-a5', 'doc-a4', 'doc-a3', 'doc-a2', 'doc-a1']);
     });
 
-    it('refuses `last`, `before` and a cursor that is not one', async () => {
+    for (const who of ['alice', 'worker'] as const) {
+      it(`pages backward (last/before) and forward (first/after) over the same rows, at every page size (${who})`, async () => {
+        await seedWatches(suite);
+        // Two more in the same millisecond: the node key orders them.
+        for (const documentID of ['doc-t1', 'doc-t2']) await seedWatch(suite, { documentID, ownerDID: suite.keys.alice.did, connectorName: 'google' });
+        const full = documentIDs(await suite.gql(WATCHES, { first: 100 }, { as: who }));
+        expect(full).toHaveLength(who === 'alice' ? 7 : 8);
+        for (let size = 1; size <= 3; size++) {
+          const forward: string[] = [];
+          let after: string | null = null;
+          for (let guard = 0; guard < 20; guard++) {
+            const res: any = await suite.gql(WATCHES, { first: size, after }, { as: who });
+            expect(res.errors).toBeUndefined();
+            expect(res.data.watches.pageInfo.hasPreviousPage).toBe(after !== null);
+            forward.push(...documentIDs(res));
+            if (!res.data.watches.pageInfo.hasNextPage) break;
+            after = res.data.watches.pageInfo.endCursor;
+          }
+          expect(forward, `forward, size ${size}`).toEqual(full);
+
+          const backward: string[] = [];
+          let before: string | null = null;
+          for (let guard = 0; guard < 20; guard++) {
+            const res: any = await suite.gql(WATCHES, { last: size, before }, { as: who });
+            expect(res.errors).toBeUndefined();
+            expect(res.data.watches.totalCount).toBe(full.length);
+            expect(res.data.watches.pageInfo.hasNextPage).toBe(before !== null);
+            backward.unshift(...documentIDs(res));
+            if (!res.data.watches.pageInfo.hasPreviousPage) break;
+            expect(res.data.watches.edges).toHaveLength(size);
+            expect(res.data.watches.pageInfo.startCursor).toBe(res.data.watches.edges[0].cursor);
+            before = res.data.watches.pageInfo.startCursor;
+          }
+          expect(backward, `backward, size ${size}`).toEqual(full);
+        }
+      });
+    }
+
+    it('bounds a page by both after and before, in either direction, with the filter applied', async () => {
       await seedWatches(suite);
-      for (const variables of [{ last: 2 }, { first: 2, before: 'abc' }, { first: 2, after: 'not-a-cursor' }]) {
+      const all = await suite.gql(WATCHES, { first: 100 });
+      const order = documentIDs(all);
+      const after = all.data.watches.edges[0].cursor;
+      const before = all.data.watches.edges[4].cursor;
+      expect(documentIDs(await suite.gql(WATCHES, { first: 100, after, before }))).toEqual(order.slice(1, 4));
+      expect(documentIDs(await suite.gql(WATCHES, { last: 2, after, before }))).toEqual(order.slice(2, 4));
+      expect(documentIDs(await suite.gql(WATCHES, { last: 1, filter: { connectorName: 'github' } }))).toEqual(['doc-a2']);
+      expect(documentIDs(await suite.gql(WATCHES, { last: 0 }))).toEqual([]);
+    });
+
+    it('refuses first with last, a cursor that is not one, and pages over 100', async () => {
+      await seedWatches(suite);
+      for (const variables of [{ first: 2, last: 2 }, { first: 2, before: 'abc' }, { first: 2, after: 'not-a-cursor' }, { last: 2, before: 'abc' }]) {
         const res = await suite.gql(WATCHES, variables);
         expect(res.data).toBeNull();
         expect(res.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
       }
       const tooMany = await suite.gql(WATCHES, { first: 101 });
       expect(tooMany.errors?.[0]?.message).toMatch(/between 0 and 100/);
+      expect((await suite.gql(WATCHES, { last: 101 })).errors?.[0]?.message).toMatch(/last must be between 0 and 100/);
     });
   });
 });

@@ -1,9 +1,11 @@
 /**
  * Probes the test Postgres once per run. Locally an unreachable server skips
- * the Postgres half with a loud notice; under CI=true it fails the run.
+ * the Postgres half with a loud notice; under CI=true it fails the run with
+ * one line and exit code 1.
  */
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { maskDatabaseURL } from '../../src/db/connect.js';
 import { adminPostgresURL } from './postgres.js';
 
 declare module 'vitest' {
@@ -24,7 +26,12 @@ export default async function setup(project: TestProject): Promise<void> {
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       if (process.env.CI === 'true') {
-        throw new Error(`CI=true but PostgreSQL is unreachable at ${adminPostgresURL()}: ${reason}`);
+        // Thrown from here, the failure would come wrapped in "No test files found" and a
+        // stack trace of vitest's internals; nothing has started yet, so exiting is clean.
+        process.stderr.write(
+          `\nCI=true, but PostgreSQL is unreachable at ${maskDatabaseURL(adminPostgresURL())} (${reason}): start it, point PG_TEST_URL at one, or run TEST_DIALECTS=sqlite.\n`,
+        );
+        process.exit(1);
       }
       const bar = '!'.repeat(78);
       console.warn(`\n${bar}\n!! PostgreSQL unreachable (${reason}).\n!! SKIPPING every Postgres test. Set PG_TEST_URL or start the server;\n!! under CI=true this is a failure.\n${bar}\n`);

@@ -107,8 +107,8 @@ export const SYNC_STATE_FIELDS = /* GraphQL */ `
 `;
 
 export const SYNC_STATES = /* GraphQL */ `
-  query SyncStates($first: Int, $after: String, $last: Int, $filter: SyncStateFilter) {
-    syncStates(first: $first, after: $after, last: $last, filter: $filter) {
+  query SyncStates($first: Int, $after: String, $last: Int, $before: String, $filter: SyncStateFilter) {
+    syncStates(first: $first, after: $after, last: $last, before: $before, filter: $filter) {
       totalCount
       edges { cursor node { ...SyncStateFields } }
       pageInfo { hasNextPage hasPreviousPage startCursor endCursor }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/server/config.js';
+import { CONFIG_VARIABLES, ConfigError, isSecretVariable, loadConfig } from '../../src/server/config.js';
 
 /** The problems `loadConfig(env)` reports (fails the test if it accepts `env`). */
 function problemsOf(env: Record<string, string>): string[] {
@@ -42,8 +42,8 @@ describe('server configuration', () => {
 
   it.each([
     ['another scheme', 'mysql://localhost/db', /must start with postgres:\/\/, postgresql:\/\/ or sqlite:/],
-    ['a sqlite URL without a path', 'sqlite:', /needs a file path/],
-    ['a postgres URL without a host', 'postgres:///db', /has no host/],
+    ['a sqlite URL without a path', 'sqlite:', /must name a file after "sqlite:"/],
+    ['a postgres URL without a host', 'postgres:///db', /must name a host/],
   ])('names DATABASE_URL for %s', (_what, value, message) => {
     const problems = problemsOf({ DATABASE_URL: value });
     expect(problems).toHaveLength(1);
@@ -54,6 +54,88 @@ describe('server configuration', () => {
   it('never echoes a database password in a problem', () => {
     const config = loadConfig({ DATABASE_URL: 'postgres://app:s3cret@db.internal:5432/store' });
     expect(config.database.display).not.toContain('s3cret');
+    expect(loadConfig({ DATABASE_URL: 'postgres://app@db.internal/store?password=s3cret&sslmode=require' }).database.display).toBe(
+      'postgres://app@db.internal/store?password=***&sslmode=require',
+    );
+    expect(problemsOf({ DATABASE_URL: 'mysql://app:s3cret@db.internal/store' })).toEqual([
+      'DATABASE_URL: must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file) (got "mysql://app:***@db.internal/store")',
+    ]);
+    expect(problemsOf({ DATABASE_URL: 'postgres://app:s3cret@[oops/store' })).toEqual([
+      'DATABASE_URL: must be a valid URL, e.g. postgres://USER@HOST:5432/DATABASE (got "postgres://app:***@[oops/store")',
+    ]);
+  });
+
+  it('says PORT=abc in words: the variable, the expected form and the value got', () => {
+    expect(problemsOf({ PORT: 'abc' })).toEqual(['PORT: must be an integer from 0 to 65535 (got "abc")']);
+    expect(problemsOf({ PORT: '' })).toEqual(['PORT: must be an integer from 0 to 65535 (got "")']);
+  });
+
+  // One bad value per variable the server reads, and the line it must give.
+  const BAD_VALUES: Record<string, [string, string]> = {
+    NODE_ENV: ['prod', 'must be one of development, production, test (got "prod")'],
+    PORT: ['80.5', 'must be an integer from 0 to 65535 (got "80.5")'],
+    HOST: [' ', 'must be a host name or address to listen on, e.g. 127.0.0.1 or 0.0.0.0 (got " ")'],
+    DATABASE_URL: ['sqlite:', 'must name a file after "sqlite:", e.g. sqlite:./data/store.sqlite (got "sqlite:")'],
+    DATABASE_POOL_MODE: ['session', 'must be one of direct, transaction (got "session")'],
+    CHANGE_FEED_DATABASE_URL: ['mysql://app:s3cret@db/store', 'must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file) (got "mysql://app:***@db/store")'],
+    PERSISTED_DOCUMENTS: ['yes', 'must be one of off, allow, only (got "yes")'],
+    PERSISTED_DOCUMENTS_FILE: [' ', 'must be a path to a persisted-documents manifest (JSON) (got " ")'],
+    LOG_LEVEL: ['loud', 'must be one of fatal, error, warn, info, debug, trace, silent (got "loud")'],
+    LOG_FORMAT: ['xml', 'must be one of json, pretty (got "xml")'],
+    SLOW_REQUEST_MS: ['1s', 'must be an integer from 1 to 3600000 (got "1s")'],
+    METRICS: ['maybe', 'must be true or false (or 1/0, yes/no) (got "maybe")'],
+    METRICS_TOKEN: ['short secret', 'must be at least 16 printable ASCII characters without spaces (got 12 characters, not shown)'],
+    METRICS_CACHE_MS: ['-1', 'must be an integer from 0 to 600000 (got "-1")'],
+    AUTH_AUDIENCE: ['', 'must be a non-empty string (got "")'],
+    SERVICE_DIDS: ['did:key:z6MkA, worker, ops', 'must be comma-separated DIDs (did:method:identifier); "worker", "ops" are not (got "did:key:z6MkA, worker, ops")'],
+    INSECURE_HEADER_AUTH: ['on', 'must be true or false (or 1/0, yes/no) (got "on")'],
+    CORS_ORIGINS: ['*', 'must be comma-separated origins (scheme://host[:port], e.g. https://dash.example.com); "*" is not an origin (got "*")'],
+    GRAPHIQL: ['2', 'must be true or false (or 1/0, yes/no) (got "2")'],
+    INTROSPECTION: ['nope', 'must be true or false (or 1/0, yes/no) (got "nope")'],
+    DB_STATEMENT_TIMEOUT_MS: ['10', 'must be an integer from 100 to 600000 (got "10")'],
+    DB_POOL_MAX: ['0', 'must be an integer from 1 to 500 (got "0")'],
+    MAX_QUERY_DEPTH: ['0x10', 'must be an integer from 1 to 100 (got "0x10")'],
+    MAX_QUERY_COST: ['1e9', 'must be an integer from 100 to 1000000 (got "1e9")'],
+    MAX_ALIASES: ['lots', 'must be an integer from 1 to 1000 (got "lots")'],
+    MAX_TOKENS: ['10', 'must be an integer from 100 to 1000000 (got "10")'],
+    MAX_BODY_BYTES: ['1mb', 'must be an integer from 1024 to 50000000 (got "1mb")'],
+    MAX_RESPONSE_BYTES: ['1000', 'must be an integer from 1024 to 1000000000 (got "1000")'],
+    MAX_SUBSCRIPTIONS_PER_VIEWER: ['0', 'must be an integer from 1 to 10000 (got "0")'],
+    MAX_SUBSCRIPTIONS: ['none', 'must be an integer from 1 to 1000000 (got "none")'],
+    MAX_WEBSOCKET_CONNECTIONS: ['0', 'must be an integer from 1 to 1000000 (got "0")'],
+    WS_CONNECTION_INIT_TIMEOUT_MS: ['3s', 'must be an integer from 100 to 60000 (got "3s")'],
+    RATE_LIMIT_PER_VIEWER: ['-5', 'must be an integer from 0 to 100000000 (got "-5")'],
+    RATE_LIMIT_PER_IP: ['x', 'must be an integer from 0 to 100000000 (got "x")'],
+    RATE_LIMIT_STORE: ['redis', 'must be one of memory, postgres (got "redis")'],
+    RATE_LIMIT_WINDOW_SECONDS: ['0', 'must be an integer from 1 to 86400 (got "0")'],
+    HTTP_HEADERS_TIMEOUT_MS: ['10', 'must be an integer from 1000 to 600000 (got "10")'],
+    HTTP_REQUEST_TIMEOUT_MS: ['10', 'must be an integer from 1000 to 3600000 (got "10")'],
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: ['10', 'must be an integer from 1000 to 600000 (got "10")'],
+    RETENTION_INTERVAL_MS: ['5m', 'must be an integer from 0 to 86400000 (got "5m")'],
+    IDEMPOTENCY_WINDOW_MS: ['1000', 'must be an integer from 60000 to 2592000000 (got "1000")'],
+    DEAD_RETENTION_MS: ['1000', 'must be an integer from 60000 to 31536000000 (got "1000")'],
+    SHUTDOWN_GRACE_MS: ['-1', 'must be an integer from 0 to 600000 (got "-1")'],
+    SHUTDOWN_DRAIN_MS: ['soon', 'must be an integer from 0 to 600000 (got "soon")'],
+  };
+
+  it('covers every variable it reads in that table', () => {
+    expect(Object.keys(BAD_VALUES).sort()).toEqual([...CONFIG_VARIABLES].sort());
+  });
+
+  it.each(Object.entries(BAD_VALUES))('%s: one human line naming the variable, the expected form and the value got', (name, [value, message]) => {
+    expect(problemsOf({ [name]: value })).toEqual([`${name}: ${message}`]);
+  });
+
+  it('never prints the value of a secret: TOKEN, KEY, SECRET or PASSWORD in the name, or a DATABASE_URL password', () => {
+    for (const name of ['METRICS_TOKEN', 'API_KEY', 'CLIENT_SECRET', 'PGPASSWORD', 'metrics_token']) expect(isSecretVariable(name), name).toBe(true);
+    for (const name of ['PORT', 'DATABASE_URL', 'MAX_TOKENS', 'HOST']) expect(isSecretVariable(name), name).toBe(false);
+    const problems = problemsOf({ METRICS_TOKEN: 'hunter2 hunter2 hunter2', DATABASE_URL: 'pg://me:hunter2@x/y' });
+    expect(problems.join('\n')).not.toContain('hunter2');
+    expect(problems).toContain('METRICS_TOKEN: must be at least 16 printable ASCII characters without spaces (got 23 characters, not shown)');
+  });
+
+  it('accepts booleans in any case and integers with surrounding spaces', () => {
+    expect(loadConfig({ METRICS: 'FALSE', GRAPHIQL: ' Yes ', PORT: ' 8080 ' })).toMatchObject({ metrics: { enabled: false }, graphiql: true, port: 8080 });
   });
 
   it('takes the direct CHANGE_FEED_DATABASE_URL (default DATABASE_URL) and DATABASE_POOL_MODE (default direct)', () => {
@@ -85,7 +167,7 @@ describe('server configuration', () => {
     expect(problemsOf({ CHANGE_FEED_DATABASE_URL: 'postgres://a@db/store' })).toEqual([expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: only for a postgres:\/\/ DATABASE_URL/)]);
     expect(problemsOf({ DATABASE_URL: pgbouncer, CHANGE_FEED_DATABASE_URL: 'sqlite:./x.sqlite' })).toEqual([expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: only for/)]);
     expect(problemsOf({ DATABASE_URL: pgbouncer, CHANGE_FEED_DATABASE_URL: 'mysql://db/store' })).toEqual([
-      expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: CHANGE_FEED_DATABASE_URL must start with postgres:\/\//),
+      expect.stringMatching(/^CHANGE_FEED_DATABASE_URL: must start with postgres:\/\//),
     ]);
   });
 
@@ -122,7 +204,7 @@ describe('server configuration', () => {
     const problems = problemsOf({ SERVICE_DIDS: 'did:key:z6MkWorker, not-a-did' });
     expect(problems).toHaveLength(1);
     expect(problems[0]).toMatch(/^SERVICE_DIDS/);
-    expect(problems[0]).toMatch(/must be a DID/);
+    expect(problems[0]).toMatch(/must be comma-separated DIDs .*; "not-a-did" is not one/);
     const config = loadConfig({ SERVICE_DIDS: ' did:key:z6MkA , did:web:worker.example ,' });
     expect([...config.auth.serviceDIDs]).toEqual(['did:key:z6MkA', 'did:web:worker.example']);
   });

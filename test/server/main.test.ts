@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer as createTCPServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -119,6 +120,37 @@ describe('npm start (process)', () => {
     expect(existsSync(join(cwd, 'store.sqlite.server.lock'))).toBe(true);
     running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
     await waitFor(() => listeningURL(running!), 'the server after a crash');
+  });
+
+  it('a PORT already in use stops start-up with one clear line naming the port, no stack trace', async () => {
+    const holder = createTCPServer();
+    await new Promise<void>((listening) => holder.listen(0, '127.0.0.1', listening));
+    const { port } = holder.address() as AddressInfo;
+    try {
+      running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', PORT: String(port) });
+      expect(await running.exited).toBe(1);
+      const output = running.stdout() + running.stderr();
+      expect(output).not.toMatch(/^\s+at /m);
+      expect(output).not.toContain('WebSocket');
+      expect(running.stderr().trim().split('\n')).toEqual([
+        `connector store failed to start: port ${port} on 127.0.0.1 is already in use by another process; stop it or choose another port, e.g. PORT=${port + 1} npm start`,
+      ]);
+    } finally {
+      await new Promise((closed) => holder.close(closed));
+    }
+  });
+
+  it('--help prints the usage and starts nothing; an unknown argument is a usage error (exit 2)', async () => {
+    for (const flag of ['--help', '-h']) {
+      running = start(cwd, { NODE_ENV: 'production' }, [flag]);
+      expect(await running.exited).toBe(0);
+      expect(running.stdout()).toMatch(/^usage: npm start/);
+      expect(running.stderr()).toBe('');
+    }
+    running = start(cwd, { NODE_ENV: 'production' }, ['--dmeo']);
+    expect(await running.exited).toBe(2);
+    expect(running.stderr()).toMatch(/^unknown argument "--dmeo"\nusage: npm start/);
+    expect(existsSync(join(cwd, 'store.sqlite'))).toBe(false);
   });
 
   it('in production, --demo is refused before anything is opened', async () => {

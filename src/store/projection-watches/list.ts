@@ -2,6 +2,7 @@ import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
 import { requireIntegerAtLeast } from '../validate.js';
@@ -45,60 +46,64 @@ export interface WatchFilter {
   documentID?: string;
 }
 
-/** Position in the newest-first order: the last watch of the previous page. */
+/** Position in the newest-first order: a watch at the edge of a page. */
 export interface WatchCursor {
   createdAt: number;
   nodeKey: string;
 }
 
-/** Options of {@link listWatches}. */
-export interface ListWatchesOptions {
+/**
+ * Options of {@link listWatches}: exactly one of `first` (older watches
+ * after `after`, default from the newest) or `last` (the newer watches just
+ * before `before`, default the oldest ones); sizes 0 or more.
+ */
+export interface ListWatchesOptions extends KeysetPageRequest<WatchCursor> {
   /** The viewer's DID: only their watches are listed. Null: every watch (a service principal). */
   visibleTo: string | null;
   filter?: WatchFilter;
-  /** Page size, 0 or more. */
-  first: number;
-  /** Start after this position. Default: from the newest. */
-  after?: WatchCursor;
 }
 
 /** A page of watches, newest first. */
 export interface WatchPage {
   watches: ProjectionWatch[];
-  /** Whether more watches follow this page. */
+  /** Forward: whether more (older) watches follow this page; backward: whether more (newer) precede it. */
   hasMore: boolean;
 }
 
-/** The cursor that continues a listing after `watch`. */
+/** The cursor of `watch`, to page on from it either way. */
 export function watchCursor(watch: Pick<ProjectionWatch, 'createdAt' | 'nodeKey'>): WatchCursor {
   return { createdAt: watch.createdAt, nodeKey: watch.nodeKey };
 }
 
 /**
  * Watches the viewer may see, newest first by keyset on
- * (created_at DESC, node_key DESC), never OFFSET.
+ * (created_at DESC, node_key DESC), never OFFSET; a backward page reads the
+ * same index the other way.
  */
 export async function listWatches(store: StoreContext, options: ListWatchesOptions): Promise<WatchPage> {
-  checkCount('first', options.first, 0);
-  const { after } = options;
+  const direction = pageDirection(options);
+  const { after, before } = options;
   let query = store.db
     .selectFrom('kubun_connector_projection_watch')
     .selectAll()
     .where(visibleWatches(options.visibleTo, options.filter));
-  if (after !== undefined) {
+  // Row-value comparisons: the (…, created_at, node_key) indexes serve them as ranges.
+  if (after != null) {
     query = query.where((eb) =>
       eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)),
     );
   }
+  if (before != null) {
+    query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
+  }
+  const order = direction.forward ? 'desc' : 'asc';
   const rows = await query
-    .orderBy('created_at', 'desc')
-    .orderBy('node_key', 'desc')
-    .limit(options.first + 1)
+    .orderBy('created_at', order)
+    .orderBy('node_key', order)
+    .limit(direction.size + 1)
     .execute();
-  return {
-    watches: rows.slice(0, options.first).map(rowToProjectionWatch),
-    hasMore: rows.length > options.first,
-  };
+  const page = pageFromRows(rows, direction, rowToProjectionWatch);
+  return { watches: page.items, hasMore: page.hasMore };
 }
 
 /** How many watches {@link listWatches} would list over all pages, up to the count cap. */

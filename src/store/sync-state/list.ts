@@ -3,9 +3,9 @@ import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState, SyncStateCursor, SyncStateFilter } from './types.js';
-import { requireNonNegativeInteger } from '../validate.js';
 
 /** Who is looking: an owner DID sees only its own rows; `null` is the service principal and sees all. */
 export interface SyncStateScope {
@@ -13,41 +13,46 @@ export interface SyncStateScope {
   filter?: SyncStateFilter;
 }
 
-/** Options of {@link listSyncStates}. */
-export interface ListSyncStatesOptions extends SyncStateScope {
-  /** Page size, a non-negative integer. */
-  first: number;
-  /** Start after this row (exclusive); from the start when absent. */
-  after?: SyncStateCursor | null;
-}
+/**
+ * Options of {@link listSyncStates}: exactly one of `first` (the rows after
+ * `after`, exclusive; from the start when absent) or `last` (the rows just
+ * before `before`; the last ones when absent); sizes 0 or more.
+ */
+export interface ListSyncStatesOptions extends SyncStateScope, KeysetPageRequest<SyncStateCursor> {}
 
-/** A page of {@link listSyncStates}. */
+/** A page of {@link listSyncStates}, in (connector name, owner DID) order. */
 export interface SyncStatePage {
   syncStates: SyncState[];
+  /** Forward: whether more rows follow this page; backward: whether more precede it. */
   hasMore: boolean;
 }
 
 /**
  * Lists visible sync states in (connector name, owner DID) order, keyset
- * paged. Served by the primary key, or for an owner by
+ * paged either way. Served by the primary key, or for an owner by
  * `idx_connector_sync_state_owner`, where the owner is fixed and the order
- * reduces to the connector name.
+ * reduces to the connector name; a backward page reads the index the other way.
  */
 export async function listSyncStates(store: StoreContext, options: ListSyncStatesOptions): Promise<SyncStatePage> {
-  const { first, after } = options;
-  requireNonNegativeInteger('first', first);
+  const direction = pageDirection(options);
+  const { after, before } = options;
   let query = scoped(store, options);
+  // Row-value comparisons: the primary key (connector_name, owner_did) serves them as ranges.
   if (after != null) {
-    // A row-value comparison: the primary key (connector_name, owner_did) serves it as a range.
     query = query.where((eb) => eb(eb.refTuple('connector_name', 'owner_did'), '>', eb.tuple(after.connectorName, after.ownerDID)));
   }
+  if (before != null) {
+    query = query.where((eb) => eb(eb.refTuple('connector_name', 'owner_did'), '<', eb.tuple(before.connectorName, before.ownerDID)));
+  }
+  const order = direction.forward ? 'asc' : 'desc';
   const rows = await query
     .selectAll()
-    .orderBy('connector_name')
-    .orderBy('owner_did')
-    .limit(first + 1)
+    .orderBy('connector_name', order)
+    .orderBy('owner_did', order)
+    .limit(direction.size + 1)
     .execute();
-  return { syncStates: rows.slice(0, first).map(rowToSyncState), hasMore: rows.length > first };
+  const page = pageFromRows(rows, direction, rowToSyncState);
+  return { syncStates: page.items, hasMore: page.hasMore };
 }
 
 /** Counts the sync states {@link listSyncStates} would page through, up to the count cap. */
