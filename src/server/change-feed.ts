@@ -53,6 +53,8 @@ export interface PostgresChangeFeedOptions {
   heartbeatMs?: number;
   /** How long a heartbeat may take before the connection counts as lost. Default 5 000. */
   heartbeatTimeoutMs?: number;
+  /** How long connecting (and LISTEN) may take before the attempt counts as failed, so a peer that accepts and never answers cannot hold the feed down. Default 5 000. */
+  connectTimeoutMs?: number;
   /** Random source in [0, 1) for the reconnect jitter (tests pin it). */
   random?: () => number;
 }
@@ -85,6 +87,7 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   const maxDelay = options.maxReconnectDelayMs ?? 5_000;
   const heartbeatMs = options.heartbeatMs ?? 15_000;
   const heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 5_000;
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
   const random = options.random ?? Math.random;
   let client: pg.Client | undefined;
   let status: ChangeFeedStatus = 'reconnecting';
@@ -105,6 +108,7 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
       application_name: `connector-store-listener:${process.pid}`,
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
+      connectionTimeoutMillis: connectTimeoutMs,
     });
     next.on('notification', onNotification);
     // Errors, ends and unanswered heartbeats all mean the LISTEN is gone; reconnect once per client.
@@ -125,7 +129,13 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
     next.on('end', () => drop('connection ended'));
     try {
       await next.connect();
-      await next.query(`LISTEN ${CHANGE_CHANNEL}`);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        next.query(`LISTEN ${CHANGE_CHANNEL}`),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`LISTEN not answered within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+        }),
+      ]).finally(() => clearTimeout(timer));
     } catch (error) {
       drop(error instanceof Error ? error.message : String(error));
       return;

@@ -86,6 +86,7 @@ describe.skipIf(!run)('postgres: change feed heartbeat', () => {
       logger: logs.logger,
       heartbeatMs: 100,
       heartbeatTimeoutMs: 300,
+      connectTimeoutMs: 300,
       reconnectDelayMs: 50,
       maxReconnectDelayMs: 200,
     });
@@ -101,6 +102,10 @@ describe.skipIf(!run)('postgres: change feed heartbeat', () => {
       await expect.poll(() => feed.status(), { timeout: 5_000 }).toBe('reconnecting');
       expect(logs.text).toContain('no answer to the heartbeat within 300 ms');
       await feed.publish([{ kind: 'operation', nodeKey: 'lost' }]);
+      // Reconnect attempts meanwhile reach a peer that accepts and never answers: each must time out, not hang.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(feed.status()).toBe('reconnecting');
+      expect(logs.text).toMatch(/timeout|not answered/i);
 
       proxy.thaw();
       await expect.poll(() => feed.status(), { timeout: 10_000 }).toBe('connected');

@@ -10,24 +10,13 @@ import { openDatabase, parseDatabaseURL } from '../../src/db/connect.js';
 import { createServerApp } from '../../src/server/app.js';
 import { loadConfig } from '../../src/server/config.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { CLAIM, claimInput as fixtureClaimInput } from '../helpers/operation-graphql.js';
 import { captureLogs } from './log-capture.js';
+
+const claimInput = (operationID: string) => fixtureClaimInput({ operationID });
 
 const AUDIENCE = 'connector-store-metrics';
 const worker = generateLocalKey();
-
-const CLAIM = `mutation Claim($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome } } }`;
-const claimInput = (operationID: string) => ({
-  operationID,
-  connectorName: 'google',
-  model: 'calendar.event',
-  op: 'CREATE',
-  accountKey: 'account-1',
-  target: 'primary',
-  deterministicEventID: `event-${operationID}`,
-  payloadHash: `hash-${operationID}`,
-  reissueIntent: 'none',
-  leaseMs: 30_000,
-});
 
 /** The value of one series in a Prometheus text exposition, or undefined. */
 function sample(text: string, series: string): number | undefined {
