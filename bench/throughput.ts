@@ -34,6 +34,10 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const DIALECTS = (process.env.BENCH_DIALECTS ?? 'sqlite,postgres').split(',');
+/** Substrings of scenario names to run (default all): BENCH_SCENARIOS=typename,list */
+const ONLY = (process.env.BENCH_SCENARIOS ?? '').split(',').filter((s) => s !== '');
+/** Extra environment of the app server (e.g. BENCH_APP_ENV=METRICS=false), to measure what a setting costs. */
+const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 const ROWS = 10_000;
 const AUDIENCE = 'connector-store-bench';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -178,6 +182,7 @@ function scenarios(): { name: string; perUnit: number; app: () => Request[]; bas
       name: 'write-back sequence (claim → start → sent → finalize), per sequence',
       perUnit: 4,
       baseline: 'raw',
+      floor: true,
       app: () => [
         post((c) => ({ query: CLAIM, variables: { input: claimInput((c.operationID = nextID('seq'))) } }), keep('claimOperation')),
         post((c) => ({ query: START, variables: { input: fenced(c) } })),
@@ -262,7 +267,7 @@ export async function runThroughputBench(): Promise<void> {
       const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
       const app = await startProcess(
         'src/server/main.ts',
-        { ...common, AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: key.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0' },
+        { ...common, AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: key.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0', ...APP_ENV },
         '/readyz',
       );
       targets.push(app);
@@ -272,7 +277,7 @@ export async function runThroughputBench(): Promise<void> {
       // The same SQL served by a bare yoga: what any yoga server doing this work costs.
       const floor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D');
       targets.push(raw, yoga, floor);
-      for (const scenario of scenarios()) {
+      for (const scenario of scenarios().filter((s) => ONLY.length === 0 || ONLY.some((o) => s.name.includes(o)))) {
         const baseline = scenario.baseline === 'yoga' ? yoga : raw;
         const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[] };
         // Warm-up of each, then interleaved rounds.

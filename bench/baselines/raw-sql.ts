@@ -13,11 +13,12 @@
  * With BASELINE=yoga the same functions are served as GraphQL by a bare
  * graphql-yoga (an SDL schema with just the fields the benchmark selects, no
  * plugins, no auth, no validation beyond GraphQL's own) at /graphql: the
- * floor of any yoga server issuing this SQL, for the list and the claim.
+ * floor of any yoga server issuing this SQL, for every scenario but `{ __typename }`.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { createSchema, createYoga } from 'graphql-yoga';
+import { JSONResolver } from 'graphql-scalars';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 
@@ -222,30 +223,64 @@ async function readBody(request: IncomingMessage): Promise<any> {
   return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
 }
 
-/** The same SQL behind a bare yoga: only the fields the benchmark's documents select. */
+/** The same SQL behind a bare yoga: only the fields and arguments the benchmark's documents use. */
 function yogaOverSameSQL() {
   const typeDefs = /* GraphQL */ `
+    scalar JSON
     type Query { operations(first: Int!): OperationConnection! }
-    type Mutation { claimOperation(input: ClaimOperationInput!): ClaimOperationResult! }
+    type Mutation {
+      claimOperation(input: ClaimOperationInput!): ClaimOperationResult!
+      startOperationAttempt(input: StartOperationAttemptInput!): StartOperationAttemptResult!
+      markOperationSent(input: MarkOperationSentInput!): MarkOperationSentResult!
+      finalizeOperation(input: FinalizeOperationInput!): FinalizeOperationResult!
+    }
     type OperationConnection { edges: [OperationEdge!]!, pageInfo: PageInfo! }
     type OperationEdge { node: Operation! }
     type PageInfo { hasNextPage: Boolean! }
-    type Operation { id: ID!, operationID: String, state: String!, attempts: Int, connectorName: String, createdAt: String, watch: Watch }
-    type Watch { id: ID!, verificationStatus: String! }
+    type Operation { id: ID!, operationID: String, state: String, attempts: Int, connectorName: String, createdAt: String, documentID: String, watch: Watch }
+    type Watch { id: ID!, verificationStatus: String }
     type Lease { token: String!, version: Int!, expiresAt: String! }
     type ClaimOperationPayload { outcome: String!, operation: Operation, lease: Lease }
     union ClaimOperationResult = ClaimOperationPayload
+    type OperationPayload { operation: Operation }
+    union StartOperationAttemptResult = OperationPayload
+    union MarkOperationSentResult = OperationPayload
+    type FinalizeOperationPayload { finalized: Boolean!, operation: Operation, watch: Watch }
+    union FinalizeOperationResult = FinalizeOperationPayload
     input ClaimOperationInput {
       operationID: String!, connectorName: String!, model: String!, op: String!, accountKey: String!, target: String!,
       deterministicEventID: String!, payloadHash: String!, reissueIntent: String!, leaseMs: Int!
-    }`;
+    }
+    input StartOperationAttemptInput { id: ID!, version: Int!, leaseToken: String! }
+    input MarkOperationSentInput { id: ID!, version: Int!, leaseToken: String!, sendMarker: String! }
+    input FinalizeOperationInput { id: ID!, version: Int!, leaseToken: String!, documentID: String!, sourceID: String!, resultEntity: JSON }`;
+  // The floor's operation ids carry the idempotency key, so the fenced steps address rows as the raw handler does.
+  const floorID = (operationID: string) => Buffer.from(`Floor:${operationID}`).toString('base64url');
+  const fenced = (input: { id: string; version: number; leaseToken: string }) => ({
+    operationID: Buffer.from(input.id, 'base64url').toString('utf8').slice('Floor:'.length),
+    version: input.version,
+    leaseToken: input.leaseToken,
+  });
+  type Fenced = { input: { id: string; version: number; leaseToken: string } };
+  const withID = <T extends { operation?: { id: string } }>(payload: T, operationID: string): T =>
+    payload.operation === undefined ? payload : { ...payload, operation: { ...payload.operation, id: floorID(operationID) } };
   return createYoga({
     schema: createSchema({
       typeDefs,
       resolvers: {
+        JSON: JSONResolver,
         Query: { operations: async (_: unknown, args: { first: number }) => (await list(args.first)).data.operations },
-        Mutation: { claimOperation: async (_: unknown, args: { input: { operationID: string } }) => (await claim(args.input.operationID)).data.claimOperation },
+        Mutation: {
+          claimOperation: async (_: unknown, args: { input: { operationID: string } }) =>
+            withID((await claim(args.input.operationID)).data.claimOperation as { operation?: { id: string } }, args.input.operationID),
+          startOperationAttempt: async (_: unknown, args: Fenced) => withID((await start(fenced(args.input))).data.startOperationAttempt, fenced(args.input).operationID),
+          markOperationSent: async (_: unknown, args: Fenced) => withID((await sent(fenced(args.input))).data.markOperationSent, fenced(args.input).operationID),
+          finalizeOperation: async (_: unknown, args: Fenced) => withID((await finalize(fenced(args.input))).data.finalizeOperation, fenced(args.input).operationID),
+        },
         ClaimOperationResult: { __resolveType: () => 'ClaimOperationPayload' },
+        StartOperationAttemptResult: { __resolveType: () => 'OperationPayload' },
+        MarkOperationSentResult: { __resolveType: () => 'OperationPayload' },
+        FinalizeOperationResult: { __resolveType: () => 'FinalizeOperationPayload' },
       },
     }),
     logging: false,
