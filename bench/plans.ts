@@ -13,6 +13,7 @@
  *   PG_TEST_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/plans.ts
  *   BENCH_ROWS=200000 …   (default 1 000 000; about a minute on this machine kind)
  */
+import { readStoreGauges } from '../src/store/gauges.js';
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
@@ -190,6 +191,8 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
       plans.set(`sync states, ${label}, deep page`, await db.explain((s) => listSyncStates(s, { visibleTo, first: 50, after: { connectorName: st.connector_name, ownerDID: st.owner_did } })));
     }
   }
+  // /metrics' store gauges: one statement, bounded whatever the table sizes.
+  plans.set('metrics store gauges (one statement)', await db.explain((s) => readStoreGauges(s)));
   return plans;
 }
 
