@@ -23,6 +23,7 @@ import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
 import type { DevelopmentCredentials } from './dev-credentials.js';
 import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
+import { useGraphQLSSEProtocol } from './graphql-sse.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
@@ -121,6 +122,14 @@ export function createServerApp({
         if (response.status === 413) response.headers.set('connection', 'close');
       },
     },
+    // The graphql-sse protocol at /graphql/stream (single-connection and distinct modes), with the limits of /graphql.
+    useGraphQLSSEProtocol({
+      auth: config.auth,
+      now: () => store.now(),
+      maxStreamsPerViewer: config.limits.maxSubscriptionsPerViewer,
+      maxStreams: config.limits.maxSubscriptions,
+      register: (end) => subscriptions.register(end),
+    }),
     useReadinessCheck({
       endpoint: '/readyz',
       check: async () => {

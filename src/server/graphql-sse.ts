@@ -1,0 +1,245 @@
+/**
+ * The graphql-sse protocol (https://github.com/enisdenjo/graphql-sse, its
+ * PROTOCOL.md) at `/graphql/stream`, beside yoga's own SSE at `/graphql`
+ * (issue 13 item 1). Yoga's `/graphql` speaks only the protocol's "distinct
+ * connections" mode: one HTTP connection per subscription, which a browser
+ * runs out of (six per origin over HTTP/1.1). `/graphql/stream` also speaks
+ * "single connection" mode: the client reserves one stream (PUT), opens it
+ * (GET, `text/event-stream`) and POSTs any number of operations onto it.
+ *
+ * `@graphql-yoga/plugin-graphql-sse` runs each operation through the yoga
+ * app's own parse, validate (graphql-armor limits), context (credentials,
+ * rate limits, the subscription limiter of transport `sse`), execute and
+ * error masking. Around it this file adds what the plugin leaves open:
+ * - every request to the endpoint (reserve, open, operate, stop) needs valid
+ *   credentials: a bad or missing token is 401 before the plugin runs, so
+ *   nobody holds a stream for nobody;
+ * - a stream token is bound to the viewer that reserved it (an HMAC of the
+ *   viewer's DID under a per-process key), so another viewer's requests
+ *   naming it find no stream, exactly as for an unknown token;
+ * - reserved streams per viewer and per process are capped like
+ *   subscriptions (MAX_SUBSCRIPTIONS_PER_VIEWER / MAX_SUBSCRIPTIONS), and a
+ *   reservation nobody opens within {@link RESERVATION_TIMEOUT_MS} is removed;
+ * - shutdown ends open streams (they would otherwise hold the listener's
+ *   close open with their pings).
+ * A single-connection stream lives in one process: behind a load balancer,
+ * its requests must reach the replica that reserved it (distinct mode has no
+ * such need).
+ */
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
+import type { Plugin } from 'graphql-yoga';
+import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
+
+/** Where the graphql-sse protocol is served. */
+export const GRAPHQL_SSE_ENDPOINT = '/graphql/stream';
+/** How long a reserved stream waits to be opened before it is removed. */
+export const RESERVATION_TIMEOUT_MS = 30_000;
+const TOKEN_HEADER = 'x-graphql-event-stream-token';
+
+/** What {@link useGraphQLSSEProtocol} needs. */
+export interface GraphQLSSEOptions {
+  auth: AuthConfig;
+  /** The store's clock (ms), for token expiry. */
+  now: () => number;
+  /** Reserved or open single-connection streams one viewer may hold. */
+  maxStreamsPerViewer: number;
+  /** Reserved or open single-connection streams of all viewers together. */
+  maxStreams: number;
+  /** Remembers how to end a stream at shutdown (the subscription limiter's `register`). */
+  register(end: () => void): () => void;
+  /** How long a reservation may wait to be opened. Default {@link RESERVATION_TIMEOUT_MS}. */
+  reservationTimeoutMs?: number;
+}
+
+interface Reservation {
+  viewerDID: string;
+  opened: boolean;
+  /** Removes the reservation if nobody opens it in time. */
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
+export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
+  const { auth, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS } = options;
+  const key = randomBytes(32);
+  const viewerOf = new WeakMap<Request, string>();
+  /** Requests this file makes itself to dispose of an unopened reservation. */
+  const internal = new WeakSet<Request>();
+  const reservations = new Map<string, Reservation>();
+  const perViewer = new Map<string, number>();
+
+  const sign = (nonce: string, did: string) => createHmac('sha256', key).update(`${nonce}|${did}`).digest('base64url');
+  const mintStreamToken = (did: string) => {
+    const nonce = randomUUID();
+    return `${nonce}.${sign(nonce, did)}`;
+  };
+  const boundTo = (token: string, did: string) => {
+    const [nonce, mac] = token.split('.');
+    if (nonce === undefined || mac === undefined) return false;
+    const expected = Buffer.from(sign(nonce, did));
+    const given = Buffer.from(mac);
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  };
+  const release = (token: string) => {
+    const reservation = reservations.get(token);
+    if (reservation === undefined) return;
+    reservations.delete(token);
+    clearTimeout(reservation.timer);
+    const left = (perViewer.get(reservation.viewerDID) ?? 1) - 1;
+    if (left <= 0) perViewer.delete(reservation.viewerDID);
+    else perViewer.set(reservation.viewerDID, left);
+  };
+
+  const inner = useGraphQLSSE({
+    endpoint: GRAPHQL_SSE_ENDPOINT,
+    // Which stream a request names: its token if bound to this viewer, else a fresh one
+    // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
+    authenticate: (req) => {
+      const request = req.raw as Request;
+      const did = viewerOf.get(request);
+      const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+      if (internal.has(request) && sent !== null) return sent;
+      if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
+      if (request.method === 'PUT') {
+        if ((perViewer.get(did) ?? 0) >= maxStreamsPerViewer) return refused(429, `too many event streams (at most ${maxStreamsPerViewer} per viewer)`, 'TOO_MANY_SUBSCRIPTIONS');
+        if (reservations.size >= maxStreams) return refused(503, `this server holds its maximum of ${maxStreams} event streams; retry later or elsewhere`, 'OVERLOADED');
+        const token = mintStreamToken(did);
+        const timer = setTimeout(() => disposeUnopened(token), reservationTimeoutMs);
+        timer.unref();
+        reservations.set(token, { viewerDID: did, opened: false, timer });
+        perViewer.set(did, (perViewer.get(did) ?? 0) + 1);
+        return token;
+      }
+      if (sent !== null && boundTo(sent, did)) return sent;
+      return randomUUID();
+    },
+  });
+
+  return {
+    onYogaInit: ({ yoga }) =>
+      inner.onYogaInit?.({
+        yoga: {
+          fetchAPI: yoga.fetchAPI,
+          getEnveloped: (initial: Parameters<typeof yoga.getEnveloped>[0]) => {
+            const enveloped = yoga.getEnveloped(initial);
+            return { ...enveloped, execute: withData(enveloped.execute), subscribe: withData(enveloped.subscribe) };
+          },
+        } as never,
+      }),
+    onRequest: async (payload) => {
+      const { request, endResponse, fetchAPI } = payload;
+      if (new URL(request.url).pathname !== GRAPHQL_SSE_ENDPOINT) return;
+      // OPTIONS (a preflight) is yoga's CORS plugin's, which already answered it.
+      let did: string | undefined;
+      try {
+        const { viewer } = await resolveCredentials(request.headers, auth, { now: now() });
+        if (viewer.kind !== 'anonymous') did = viewer.did;
+      } catch (error) {
+        if (!(error instanceof AuthenticationError)) throw error;
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message: error.message, extensions: { code: error.code } }] }), {
+            status: 401,
+            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': bearerChallenge(error) },
+          }),
+        );
+        return;
+      }
+      if (did === undefined) {
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'a bearer token is required (Authorization: Bearer <token>)', extensions: { code: 'UNAUTHENTICATED' } }] }), {
+            status: 401,
+            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': 'Bearer realm="connector-store"' },
+          }),
+        );
+        return;
+      }
+      viewerOf.set(request, did);
+      await inner.onRequest?.({
+        ...payload,
+        endResponse: (response) => endResponse(track(request, response)),
+      });
+    },
+  };
+
+  /** Follows a reservation (PUT) and the life of the stream it opens (GET), so caps and shutdown see both. */
+  function track(request: Request, response: Response): Response {
+    const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+    const reservation = token === null ? undefined : reservations.get(token);
+    const isStream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
+    if (token === null || reservation === undefined || !isStream || response.body === null || reservation.opened) return response;
+    reservation.opened = true;
+    clearTimeout(reservation.timer);
+    const reader = response.body.getReader();
+    let unregister = () => {};
+    const finish = () => {
+      unregister();
+      release(token);
+    };
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (value !== undefined) controller.enqueue(value);
+        if (done) {
+          finish();
+          controller.close();
+        }
+      },
+      async cancel(reason) {
+        finish();
+        await reader.cancel(reason);
+      },
+    });
+    // Shutdown: end the stream (the plugin then ends its operations).
+    unregister = register(() => {
+      finish();
+      void reader.cancel();
+    });
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  }
+
+  /** A reservation never opened: open it from here and close it at once, so the plugin forgets it too. */
+  function disposeUnopened(token: string) {
+    const reservation = reservations.get(token);
+    if (reservation === undefined || reservation.opened) return;
+    release(token);
+    const request = new Request(`http://internal${GRAPHQL_SSE_ENDPOINT}?token=${encodeURIComponent(token)}`, { headers: { accept: 'text/event-stream' } });
+    internal.add(request);
+    void Promise.resolve(
+      inner.onRequest?.({
+        request,
+        url: new URL(request.url),
+        serverContext: {},
+        fetchAPI: { Response } as never,
+        requestHandler: undefined as never,
+        setRequestHandler: () => {},
+        endResponse: (response: Response) => void response.body?.cancel(),
+      } as never),
+    ).catch(() => {});
+  }
+}
+
+/**
+ * An execute or subscribe whose refusal (`{ errors }`, no `data`: a failed
+ * subscribe such as TOO_MANY_SUBSCRIPTIONS, a bad variable) gets `data: null`:
+ * graphql-sse's handler takes a result without `data` for execution
+ * arguments and answers 400 "Unable to detect operation AST" instead of
+ * streaming the errors to the client.
+ */
+function withData<Args extends unknown[]>(run: (...args: Args) => unknown): (...args: Args) => Promise<unknown> {
+  return async (...args) => {
+    const result = await run(...args);
+    if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result };
+    return result;
+  };
+}
+
+/** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
+type HandlerResponse = [string, { status: number; statusText: string; headers: Record<string, string> }];
+
+function refused(status: 401 | 429 | 503, message: string, code: string): HandlerResponse {
+  return [
+    JSON.stringify({ errors: [{ message, extensions: { code, ...(status === 503 && { retryable: true }) } }] }),
+    { status, statusText: { 401: 'Unauthorized', 429: 'Too Many Requests', 503: 'Service Unavailable' }[status], headers: { 'content-type': 'application/json; charset=utf-8' } },
+  ];
+}
