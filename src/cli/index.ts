@@ -4,6 +4,7 @@
  * `retention`, `ops`). Every command has the shape of `command.ts`.
  */
 import { type Command, type CommandIO } from './command.js';
+import { consoleBuildCommand } from './console-build.js';
 import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
 import { opsCommand } from './ops.js';
@@ -17,6 +18,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   migrate: migrateCommand,
   retention: retentionCommand,
   ops: opsCommand,
+  'console-build': consoleBuildCommand,
 };
 
 /** Runs the command named by the first argument with the rest; returns the exit code. */
