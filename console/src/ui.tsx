@@ -6,6 +6,11 @@
 import { useEffect, useState, type ReactNode } from 'react';
 import type { CombinedError } from 'urql';
 
+/** Whether `value` is one of the values of a generated enum object (its keys are PascalCase, its values the schema's names). */
+export function isValueOf<E extends Record<string, string>>(enumObject: E, value: string): value is E[keyof E] {
+  return (Object.values(enumObject) as string[]).includes(value);
+}
+
 /** Re-renders every `ms` (relative times stay true). */
 export function useNow(ms = 15_000): number {
   const [now, setNow] = useState(() => Date.now());

@@ -12,6 +12,7 @@
  * `npm run console:build` builds it ahead (a deployment image; the server
  * then finds it fresh).
  */
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -25,6 +26,7 @@ export const CONSOLE_DIR = join(ROOT, 'console');
 /** Where the built console is kept. */
 export const CONSOLE_DIST = join(CONSOLE_DIR, 'dist');
 const STAMP = 'build-stamp.json';
+const VITE = join(ROOT, 'node_modules/vite/bin/vite.js');
 /** What the console's build depends on, besides `console/` itself. */
 const OTHER_INPUTS = [join(ROOT, 'client'), join(ROOT, 'package-lock.json')];
 
@@ -75,15 +77,27 @@ export async function consoleSourcesHash(): Promise<string> {
 }
 
 /** Builds the console into `console/dist` (through a temporary folder); returns the hash it was built from. */
-export async function buildConsole(options: { logLevel?: 'silent' | 'info' | 'warn' } = {}): Promise<{ dir: string; sources: string }> {
+export async function buildConsole(): Promise<{ dir: string; sources: string }> {
   const sources = await consoleSourcesHash();
-  const { build } = await import('vite');
   const temporary = `${CONSOLE_DIST}-${process.pid}-${randomBytes(4).toString('hex')}`;
-  await build({
-    configFile: join(CONSOLE_DIR, 'vite.config.ts'),
-    logLevel: options.logLevel ?? 'warn',
-    build: { outDir: temporary, emptyOutDir: true },
+  // In a child process with NODE_ENV=production: Vite follows NODE_ENV (a development server's, a test
+  // runner's `test`) into the bundle, and the server keeps none of Vite's memory.
+  const child = spawn(process.execPath, [VITE, 'build', '--config', join(CONSOLE_DIR, 'vite.config.ts'), '--outDir', temporary, '--emptyOutDir', '--logLevel', 'warn'], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', resolve);
+  });
+  if (code !== 0) {
+    await rm(temporary, { recursive: true, force: true });
+    throw new Error(`vite build exited with ${code}: ${output.trim().split('\n').slice(-5).join(' | ')}`);
+  }
   await writeFile(join(temporary, STAMP), JSON.stringify({ sources }));
   return { dir: temporary, sources };
 }

@@ -1,9 +1,11 @@
 /**
+ * Builds the console if its build is stale (once, before any server starts).
  * Probes the test Postgres once per run. Locally an unreachable server skips
  * the Postgres half with a loud notice; under CI=true it fails the run.
  */
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { loadConsoleBuild } from '../../src/server/console-build.js';
 import { adminPostgresURL } from './postgres.js';
 
 declare module 'vitest' {
@@ -33,4 +35,6 @@ export default async function setup(project: TestProject): Promise<void> {
     }
   }
   project.provide('postgresAvailable', available);
+  // Once per run, so the server processes the tests start find the console fresh instead of each building it.
+  await loadConsoleBuild();
 }

@@ -234,10 +234,13 @@ function Actions({ op, mayAct, onDone }: { op: ConnectorOperationFieldsFragment;
   }
   if (!live && op.state !== 'DEAD') return null;
 
-  const report = (answer: { data?: { [field: string]: ActionResult } | undefined; error?: { message: string } | undefined }, done: string) => {
+  const report = (
+    answer: { data?: { [field: string]: ActionResult & { operation?: { state: string } } } | undefined; error?: { message: string } | undefined },
+    done: string | ((state: string) => string),
+  ) => {
     const payload = answer.data === undefined ? undefined : Object.values(answer.data)[0];
     if (answer.error !== undefined) setOutcome({ ok: false, words: answer.error.message });
-    else if (payload?.__typename === 'OperationPayload') setOutcome({ ok: true, words: done });
+    else if (payload?.__typename === 'OperationPayload') setOutcome({ ok: true, words: typeof done === 'string' ? done : done(payload.operation?.state ?? '') });
     else if (payload !== undefined) setOutcome({ ok: false, words: mutationErrorWords(payload) });
     onDone();
   };
@@ -252,7 +255,11 @@ function Actions({ op, mayAct, onDone }: { op: ConnectorOperationFieldsFragment;
   return (
     <section className="actions" aria-label="Operator actions">
       {op.state === 'DEAD' && (
-        <button type="button" disabled={busy} data-testid="retry" onClick={async () => report(await runRetry({ input: { id: op.id, version: op.version } }), 'Retried: it is live again with a fresh attempt budget, due now.')}>
+        <button type="button" disabled={busy} data-testid="retry" onClick={async () => report(await runRetry({ input: { id: op.id, version: op.version } }), (state) =>
+                state === 'RECONCILE_ONLY'
+                  ? 'Retried: live again with a fresh attempt budget, due now. A request may have reached the provider, so the worker reconciles before anything is resent.'
+                  : 'Retried: live again with a fresh attempt budget, due now.',
+              )}>
           Retry
         </button>
       )}

@@ -18,7 +18,7 @@ import {
 } from '../../../client/generated/graphql';
 import { useOperationChanges } from '../live';
 import { Link, navigate, withParams, type Route } from '../router';
-import { Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
+import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
 
 /** Rows per page: `size` in the query string (5 to 100), default 25. */
 function pageSize(value: string | null): number {
@@ -43,11 +43,11 @@ const TIME_FILTERS = [
 /** The `OperationFilter` the query string describes. */
 export function filterFromParams(params: URLSearchParams): OperationFilter {
   const filter: OperationFilter = {};
-  const states = params.getAll('state').filter((s): s is ConnectorOperationState => s in ConnectorOperationState);
+  const states = params.getAll('state').filter((s): s is ConnectorOperationState => isValueOf(ConnectorOperationState, s));
   if (states.length > 0) filter.states = states;
-  const lastKinds = params.getAll('lastKind').filter((s): s is OperationOutcomeKind => s in OperationOutcomeKind);
+  const lastKinds = params.getAll('lastKind').filter((s): s is OperationOutcomeKind => isValueOf(OperationOutcomeKind, s));
   if (lastKinds.length > 0) filter.lastKinds = lastKinds;
-  const deferReasons = params.getAll('deferReason').filter((s): s is DeferReason => s in DeferReason);
+  const deferReasons = params.getAll('deferReason').filter((s): s is DeferReason => isValueOf(DeferReason, s));
   if (deferReasons.length > 0) filter.deferReasons = deferReasons;
   const text = (name: string) => params.get(name)?.trim() || undefined;
   if (text('connector')) filter.connectorName = text('connector')!;

@@ -16,7 +16,7 @@ import {
   type WatchFilter,
 } from '../../../client/generated/graphql';
 import { Link, navigate, withParams, type Route } from '../router';
-import { Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time, total } from '../ui';
+import { isValueOf, Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time, total } from '../ui';
 
 const PAGE_SIZE = 25;
 
@@ -75,7 +75,7 @@ export function Watches({ route }: { route: Route }) {
   const { params } = route;
   const filter = useMemo<WatchFilter>(() => {
     const f: WatchFilter = {};
-    const statuses = params.getAll('status').filter((s): s is VerificationStatus => s in VerificationStatus);
+    const statuses = params.getAll('status').filter((s): s is VerificationStatus => isValueOf(VerificationStatus, s));
     if (statuses.length > 0) f.statuses = statuses;
     if (params.get('connector')) f.connectorName = params.get('connector')!;
     if (params.get('owner')) f.ownerDID = params.get('owner')!;
