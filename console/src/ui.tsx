@@ -64,7 +64,7 @@ export function Badge({ value }: { value: string | null | undefined }) {
 /** A DID, shortened in the middle (the whole one in the tooltip, selectable). */
 export function DID({ value }: { value: string | null | undefined }) {
   if (value === null || value === undefined) return <span className="muted">—</span>;
-  const short = value.length > 28 ? `${value.slice(0, 16)}…${value.slice(-8)}` : value;
+  const short = value.length > 24 ? `${value.slice(0, 14)}…${value.slice(-5)}` : value;
   return (
     <code className="did" title={value}>
       {short}

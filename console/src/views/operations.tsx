@@ -138,6 +138,9 @@ export function Operations({ route }: { route: Route }) {
     navigate(withParams('/operations', { ...keep, ...cursor }));
   };
 
+  // The text and time filters fold away on a phone unless one is set.
+  const moreSet = [...TEXT_FILTERS, ...TIME_FILTERS, ['stuck']].filter(([name]) => params.get(name!)).length;
+  const moreOpen = moreSet > 0 || window.matchMedia('(min-width: 761px)').matches;
   const rows = data?.operations.edges.map((edge) => changed.get(edge.node.id) ?? edge.node) ?? [];
   const info = data?.operations.pageInfo;
   const hasNewer = before !== null ? info?.hasPreviousPage === true : after !== null;
@@ -173,6 +176,8 @@ export function Operations({ route }: { route: Route }) {
             </label>
           ))}
         </fieldset>
+        <details className="more-filters" open={moreOpen}>
+          <summary>More filters{moreSet > 0 ? ` (${moreSet} set)` : ''}</summary>
         <div className="inputs">
           {TEXT_FILTERS.map(([name, label, placeholder]) => (
             <label key={name}>
@@ -195,6 +200,7 @@ export function Operations({ route }: { route: Route }) {
             </label>
           ))}
         </div>
+        </details>
         <div className="filter-actions">
           <button type="submit">Apply</button>
           {filtered && (
