@@ -225,7 +225,7 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await shot(page, 'watch-detail');
     });
 
-    it.skipIf(!full)('a stranger’s token sees none of the owner’s rows; a refused token goes back to sign-in with the server’s message', async () => {
+    it.skipIf(!full)('a stranger’s token sees none of the owner’s rows; a refused token goes back to sign-in with the server’s message; a private key signs in with tokens minted in the page', async () => {
       const stranger = generateLocalKey();
       const strangerToken = await mintToken({ privateKey: stranger.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
       const { page } = await openPage();
@@ -252,6 +252,19 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.waitForSelector('[data-testid=sign-in-message]', { timeout: 5_000 });
       expect(await page.$eval('[data-testid=sign-in-message]', (el) => el.textContent)).toMatch(/^The server refused the token: .*signature/i);
       expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+
+      // A private key instead: the page mints its own tokens (client/token.ts) for the server's audience.
+      const keyed = generateLocalKey();
+      await paste(page, 'textarea[name=jwk]', JSON.stringify(keyed.privateKeyJWK));
+      await page.click('form[aria-labelledby=with-key] button[type=submit]');
+      await page.waitForFunction((did) => document.querySelector('.who .did')?.getAttribute('title') === did, { timeout: 5_000 }, keyed.did);
+      await page.waitForSelector('.state-empty');
+      const stored = await page.evaluate(() => JSON.parse(sessionStorage.getItem('connector-store-console.session') ?? '{}') as { token: string; source: string });
+      expect(stored.source).toBe('private key');
+      const claims = JSON.parse(Buffer.from(stored.token.split('.')[1]!, 'base64url').toString()) as { iss: string; aud: string; iat: number; exp: number };
+      expect(claims).toMatchObject({ iss: keyed.did, aud: AUDIENCE });
+      expect(claims.exp - claims.iat).toBe(900);
+      expect(JSON.stringify(await page.evaluate(() => ({ ...sessionStorage, ...localStorage })))).not.toContain(String(keyed.privateKeyJWK.d));
     });
 
     it.skipIf(!full)('is usable on a phone', async () => {
