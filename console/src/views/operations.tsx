@@ -230,7 +230,6 @@ export function Operations({ route }: { route: Route }) {
                   <th>Operation</th>
                   <th>State</th>
                   <th>Connector</th>
-                  <th className="wide-only">Model</th>
                   <th className="wide-only">Owner</th>
                   <th className="num">Attempts</th>
                   <th>Last outcome</th>
@@ -241,7 +240,7 @@ export function Operations({ route }: { route: Route }) {
               <tbody>
                 {arrived.size > 0 && (
                   <tr className="new-rows">
-                    <td colSpan={9}>
+                    <td colSpan={8}>
                       <button
                         type="button"
                         className="link"
@@ -278,8 +277,10 @@ export function Operations({ route }: { route: Route }) {
                         </div>
                       )}
                     </td>
-                    <td>{op.connectorName}</td>
-                    <td className="wide-only">{op.model}</td>
+                    <td>
+                      {op.connectorName}
+                      <div className="sub muted">{op.model}</div>
+                    </td>
                     <td className="wide-only">
                       <DID value={op.ownerDID} />
                     </td>
