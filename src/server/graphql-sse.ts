@@ -172,17 +172,24 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     clearTimeout(reservation.timer);
     const reader = response.body.getReader();
     let unregister = () => {};
+    let ended = false;
+    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
     const finish = () => {
+      ended = true;
       unregister();
       release(token);
     };
     const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
+      start(c) {
+        controller = c;
+      },
+      async pull(c) {
         const { done, value } = await reader.read();
-        if (value !== undefined) controller.enqueue(value);
+        if (ended) return;
+        if (value !== undefined) c.enqueue(value);
         if (done) {
           finish();
-          controller.close();
+          c.close();
         }
       },
       async cancel(reason) {
@@ -190,9 +197,11 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
         await reader.cancel(reason);
       },
     });
-    // Shutdown: end the stream (the plugin then ends its operations).
+    // Shutdown: the client's stream ends now (whatever its operations are waiting for), then the plugin's.
     unregister = register(() => {
+      if (ended) return;
       finish();
+      controller?.close();
       void reader.cancel();
     });
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
