@@ -187,7 +187,7 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await pageTo('Newer', ids.slice(0, 3));
     });
 
-    it.skipIf(!full)('retrying a dead operation from its detail page makes it live again, recorded in its history', async () => {
+    it.skipIf(!full)('retrying a dead operation from its detail page makes it live again, recorded in its history; cancelling it with a reason makes it dead', async () => {
       const found = await api<{ operations: { edges: { node: { id: string; operationID: string } }[] } }>('{ operations(first: 1, filter: { states: [DEAD] }) { edges { node { id operationID } } } }');
       const dead = found.operations.edges[0]!.node;
       const { page } = await openPage();
@@ -204,6 +204,17 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.waitForFunction((text) => document.querySelector('.detail-head .badge')?.textContent === text, { timeout: 5_000 }, shown);
       await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=attempt-history] .badge')].some((b) => b.textContent === 'retry'), { timeout: 5_000 });
       await shot(page, 'operation-retried');
+
+      // Live again, so it can be cancelled, with a reason that lands in its last error and history.
+      await page.click('.actions button.danger');
+      await page.waitForSelector('.cancel-form input[name=reason]');
+      await page.type('.cancel-form input[name=reason]', 'duplicate of another event');
+      await page.click('.cancel-form button[type=submit]');
+      await page.waitForFunction(() => document.querySelector('[data-testid=action-outcome]')?.textContent?.startsWith('Cancelled'), { timeout: 5_000 });
+      await page.waitForFunction(() => document.querySelector('.detail-head .badge')?.textContent === 'dead', { timeout: 5_000 });
+      await page.waitForFunction(() => document.querySelector('.last-error pre')?.textContent?.includes('duplicate of another event'), { timeout: 5_000 });
+      const cancelled = await api<{ node: { state: string; lastError: string } }>('query($id: ID!) { node(id: $id) { ... on ConnectorOperation { state lastError } } }', { id: dead.id });
+      expect(cancelled.node).toEqual({ state: 'DEAD', lastError: expect.stringContaining('duplicate of another event') });
     });
 
     it.skipIf(!full)('watches, sync states and sweeps list the demo rows, and a watch opens with its repull action', async () => {
