@@ -21,7 +21,10 @@
  *   subscriptions (MAX_SUBSCRIPTIONS_PER_VIEWER / MAX_SUBSCRIPTIONS), and a
  *   reservation nobody opens within {@link RESERVATION_TIMEOUT_MS} is removed;
  * - shutdown ends open streams (they would otherwise hold the listener's
- *   close open with their pings).
+ *   close open with their pings);
+ * - a stream whose client stops reading is ended once {@link MAX_BACKLOG}
+ *   results wait for it and it has read nothing for {@link STALL_MS} (or ten
+ *   times as many wait): the plugin would queue them without bound.
  * A single-connection stream lives in one process: behind a load balancer,
  * its requests must reach the replica that reserved it (distinct mode has no
  * such need).
@@ -35,7 +38,13 @@ import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConf
 export const GRAPHQL_SSE_ENDPOINT = '/graphql/stream';
 /** How long a reserved stream waits to be opened before it is removed. */
 export const RESERVATION_TIMEOUT_MS = 30_000;
+/** Results that may wait unread for a stream whose client stopped reading before it is ended (the subscriptions' own slow-subscriber bound). */
+export const MAX_BACKLOG = 1_000;
+/** How long a client that far behind may go without reading. */
+export const STALL_MS = 5_000;
 const TOKEN_HEADER = 'x-graphql-event-stream-token';
+/** `e`: the first byte of an `event: …` message (a result), as against `:` (a keep-alive comment). */
+const EVENT_MESSAGE_START = 0x65;
 
 /** What {@link useGraphQLSSEProtocol} needs. */
 export interface GraphQLSSEOptions {
@@ -50,6 +59,21 @@ export interface GraphQLSSEOptions {
   register(end: () => void): () => void;
   /** How long a reservation may wait to be opened. Default {@link RESERVATION_TIMEOUT_MS}. */
   reservationTimeoutMs?: number;
+  /** Results that may wait unread for one stream's client, once it has read nothing for `stallMs`, before the stream is ended (ten times as many in any case). Default {@link MAX_BACKLOG}. */
+  maxBacklog?: number;
+  /** How long a client behind by `maxBacklog` may go without reading. Default {@link STALL_MS}. */
+  stallMs?: number;
+}
+
+interface OpenStream {
+  /** Results queued for the client, and read by it. */
+  sent: number;
+  read: number;
+  /** When the client last read a result (ms). */
+  readAt: number;
+  ended: boolean;
+  /** Ends the stream (shutdown, or a client too far behind). */
+  end(): void;
 }
 
 interface Reservation {
@@ -61,12 +85,14 @@ interface Reservation {
 
 /** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
 export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
-  const { auth, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS } = options;
+  const { auth, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
   const key = randomBytes(32);
   const viewerOf = new WeakMap<Request, string>();
   /** Requests this file makes itself to dispose of an unopened reservation. */
   const internal = new WeakSet<Request>();
   const reservations = new Map<string, Reservation>();
+  /** Open event streams: single-connection ones by token, distinct-mode ones by request. */
+  const streams = new Map<string | Request, OpenStream>();
   const perViewer = new Map<string, number>();
 
   const sign = (nonce: string, did: string) => createHmac('sha256', key).update(`${nonce}|${did}`).digest('base64url');
@@ -93,6 +119,17 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
 
   const inner = useGraphQLSSE({
     endpoint: GRAPHQL_SSE_ENDPOINT,
+    // Counts each result queued for a stream; a stream whose client has not read `maxBacklog` of them is ended.
+    onNext: (_ctx, req) => {
+      const request = req.raw as Request;
+      const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+      const stream = streams.get(token !== null && streams.has(token) ? token : request);
+      if (stream === undefined) return;
+      stream.sent++;
+      const waiting = stream.sent - stream.read;
+      // Behind and not reading (a burst alone is no reason), or ever so far behind.
+      if ((waiting > maxBacklog && Date.now() - stream.readAt > stallMs) || waiting > 10 * maxBacklog) stream.end();
+    },
     // Which stream a request names: its token if bound to this viewer, else a fresh one
     // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
     authenticate: (req) => {
@@ -162,31 +199,56 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     },
   };
 
-  /** Follows a reservation (PUT) and the life of the stream it opens (GET), so caps and shutdown see both. */
+  /**
+   * Follows every event stream the plugin answers with (a single-connection stream by its
+   * token, a distinct-mode one by its request): the reservation's place is freed when it ends,
+   * shutdown ends it, and a client that stops reading is cut off once {@link
+   * GraphQLSSEOptions.maxBacklog} results wait for it (see `onNext`). The plugin reads each operation's results
+   * as fast as they come and queues them for the client without bound, so the subscription's own
+   * slow-subscriber limit never sees a stalled client; this does.
+   */
   function track(request: Request, response: Response): Response {
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream') || response.body === null) return response;
     const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
     const reservation = token === null ? undefined : reservations.get(token);
-    const isStream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
-    if (token === null || reservation === undefined || !isStream || response.body === null || reservation.opened) return response;
-    reservation.opened = true;
-    clearTimeout(reservation.timer);
+    if (reservation?.opened === true) return response;
+    const key: string | Request = reservation !== undefined ? token! : request;
+    if (reservation !== undefined) {
+      reservation.opened = true;
+      clearTimeout(reservation.timer);
+    }
     const reader = response.body.getReader();
     let unregister = () => {};
-    let ended = false;
     let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const stream: OpenStream = { sent: 0, read: 0, readAt: Date.now(), ended: false, end: () => {} };
     const finish = () => {
-      ended = true;
+      stream.ended = true;
       unregister();
-      release(token);
+      streams.delete(key);
+      if (reservation !== undefined) release(token!);
     };
+    stream.end = () => {
+      if (stream.ended) return;
+      finish();
+      controller?.close();
+      void reader.cancel();
+    };
+    streams.set(key, stream);
     const body = new ReadableStream<Uint8Array>({
       start(c) {
         controller = c;
       },
       async pull(c) {
         const { done, value } = await reader.read();
-        if (ended) return;
-        if (value !== undefined) c.enqueue(value);
+        if (stream.ended) return;
+        if (value !== undefined) {
+          // One message per read; results are `event: …` messages, keep-alive pings are comments (`:`).
+          if (value[0] === EVENT_MESSAGE_START) {
+            stream.read++;
+            stream.readAt = Date.now();
+          }
+          c.enqueue(value);
+        }
         if (done) {
           finish();
           c.close();
@@ -198,12 +260,7 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
       },
     });
     // Shutdown: the client's stream ends now (whatever its operations are waiting for), then the plugin's.
-    unregister = register(() => {
-      if (ended) return;
-      finish();
-      controller?.close();
-      void reader.cancel();
-    });
+    unregister = register(stream.end);
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   }
 

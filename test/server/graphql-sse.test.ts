@@ -15,17 +15,27 @@ import { GRAPHQL_SSE_ENDPOINT, useGraphQLSSEProtocol } from '../../src/server/gr
 const AUDIENCE = 'connector-store-sse-unit';
 const URL_ = `http://127.0.0.1${GRAPHQL_SSE_ENDPOINT}`;
 
-function makeYoga(options: { maxStreamsPerViewer?: number; maxStreams?: number; reservationTimeoutMs?: number } = {}) {
+function makeYoga(options: { maxStreamsPerViewer?: number; maxStreams?: number; reservationTimeoutMs?: number; maxBacklog?: number; stallMs?: number } = {}) {
   const ends = new Set<() => void>();
   const yoga = createYoga({
     schema: createSchema({
-      typeDefs: 'type Query { ok: Boolean } type Subscription { ticks: Int }',
+      typeDefs: 'type Query { ok: Boolean } type Subscription { ticks: Int burst: Int }',
       resolvers: {
         Query: { ok: () => true },
         Subscription: {
           ticks: {
             subscribe: async function* () {
               yield { ticks: 1 };
+              await new Promise(() => {});
+            },
+          },
+          // 200 results over about a second, then silence: a client that does not read falls behind.
+          burst: {
+            subscribe: async function* () {
+              for (let i = 0; i < 200; i++) {
+                yield { burst: i };
+                await new Promise((resolve) => setTimeout(resolve, 3));
+              }
               await new Promise(() => {});
             },
           },
@@ -40,6 +50,8 @@ function makeYoga(options: { maxStreamsPerViewer?: number; maxStreams?: number; 
         maxStreamsPerViewer: options.maxStreamsPerViewer ?? 2,
         maxStreams: options.maxStreams ?? 10,
         reservationTimeoutMs: options.reservationTimeoutMs ?? 100,
+        ...(options.maxBacklog !== undefined && { maxBacklog: options.maxBacklog }),
+        ...(options.stallMs !== undefined && { stallMs: options.stallMs }),
         register: (end) => {
           ends.add(end);
           return () => ends.delete(end);
@@ -103,6 +115,51 @@ describe('graphql-sse streams: caps, unopened reservations, shutdown', () => {
     for (;;) if ((await reader.read()).done) break;
     expect(registered()).toBe(0);
     expect((await reserve(yoga, alice)).status).toBe(201);
+  });
+
+  it('ends a stream whose client stopped reading once maxBacklog results wait for it, in either mode; a reading client gets everything', async () => {
+    const { yoga, registered } = makeYoga({ maxBacklog: 20, stallMs: 100 });
+    const alice = await tokenOf();
+    const readAll = async (response: Response) => {
+      const reader = response.body!.getReader();
+      let text = '';
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return text;
+        text += new TextDecoder().decode(value);
+        if (text.includes('"burst":199')) {
+          void reader.cancel();
+          return text;
+        }
+      }
+    };
+    const distinct = () =>
+      yoga.fetch(URL_, {
+        method: 'POST',
+        headers: { authorization: alice, accept: 'text/event-stream', 'content-type': 'application/json' },
+        body: JSON.stringify({ query: 'subscription { burst }' }),
+      });
+    // Not read while the 200 results come: cut off once 20 wait and it has read nothing for 100 ms; far fewer than 200 arrive.
+    const stalled = await distinct();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const cut = await readAll(stalled);
+    const events = cut.match(/^event: next$/gm)?.length ?? 0;
+    expect(events).toBeLessThan(60);
+    expect(cut).not.toContain('"burst":199');
+    // Single connection: the same for a stream whose client stops reading.
+    const { token } = await reserve(yoga, alice);
+    const single = await yoga.fetch(`${URL_}?token=${encodeURIComponent(token)}`, { headers: { authorization: alice, accept: 'text/event-stream' } });
+    const accepted = await yoga.fetch(URL_, {
+      method: 'POST',
+      headers: { authorization: alice, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+      body: JSON.stringify({ query: 'subscription { burst }', extensions: { operationId: 'b' } }),
+    });
+    expect(accepted.status).toBe(202);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect((await readAll(single)).match(/^event: next$/gm)?.length ?? 0).toBeLessThan(60);
+    await expect.poll(registered).toBe(0);
+    // A client that reads as the results come (bursts and all) gets all 200.
+    expect(await readAll(await distinct())).toContain('"burst":199');
   });
 
   it('refuses every request without valid credentials (401) before the protocol runs', async () => {
