@@ -2,9 +2,10 @@
  * The overview: operations by state (every state), by last outcome and by
  * connector, deferred work, what nobody is moving (stuck) and what is due now.
  * Live: every committed operation change re-reads the counts (at most twice
- * a second), so the numbers move as workers work.
+ * a second), so the numbers move as workers work; "due now" is asked again
+ * with each read and every 30 s.
  */
-import { useMemo } from 'react';
+import { useEffect, useState } from 'react';
 import { useQuery } from 'urql';
 import { ConsoleOverviewDocument } from '../../../client/generated/graphql';
 import { Link, withParams } from '../router';
@@ -19,10 +20,14 @@ const STATE_HINTS: Record<string, string> = {
 };
 
 export function Overview() {
-  // Fixed for this mount: the backlog is "due now" as of the last read (refetches ask again).
-  const dueBefore = useMemo(() => new Date().toISOString(), []);
-  const [result, refetch] = useQuery({ query: ConsoleOverviewDocument, variables: { dueBefore } });
-  useLiveRefetch(() => refetch({ requestPolicy: 'network-only' }));
+  // "Due now" as of each read: a change, or half a minute passing, reads the counts again with a new instant.
+  const [dueBefore, setDueBefore] = useState(() => new Date().toISOString());
+  const [result, refetch] = useQuery({ query: ConsoleOverviewDocument, variables: { dueBefore }, requestPolicy: 'cache-and-network' });
+  useLiveRefetch(() => setDueBefore(new Date().toISOString()));
+  useEffect(() => {
+    const timer = setInterval(() => setDueBefore(new Date().toISOString()), 30_000);
+    return () => clearInterval(timer);
+  }, []);
   const { data, fetching, error } = result;
 
   if (data === undefined && fetching) return <Loading what="the overview" />;
