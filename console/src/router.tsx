@@ -55,6 +55,13 @@ export function withParams(path: string, params: Record<string, string | readonl
   return query === '' ? path : `${path}?${query}`;
 }
 
+/** The query parameters of `params` but `drop`, by name, as {@link withParams} takes them. */
+export function keepParams(params: URLSearchParams, ...drop: string[]): Record<string, string[]> {
+  const kept: Record<string, string[]> = {};
+  for (const [name, value] of params) if (!drop.includes(name)) (kept[name] ??= []).push(value);
+  return kept;
+}
+
 /** A link inside the console: a real `<a href>` (open in a new tab works), navigated in place on a plain click. */
 export function Link({ to, ...rest }: { to: string } & AnchorHTMLAttributes<HTMLAnchorElement>) {
   const onClick = (event: MouseEvent<HTMLAnchorElement>) => {

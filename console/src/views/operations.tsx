@@ -17,7 +17,7 @@ import {
   type OperationFilter,
 } from '../../../client/generated/graphql';
 import { useOperationChanges } from '../live';
-import { Link, navigate, withParams, type Route } from '../router';
+import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
 
 /** Rows per page: `size` in the query string (5 to 100), default 25. */
@@ -107,8 +107,8 @@ export function Operations({ route }: { route: Route }) {
   );
 
   const go = (next: Record<string, string | readonly string[] | undefined>) => {
-    const merged: Record<string, string[]> = {};
-    for (const [name, value] of params) if (name !== 'after' && name !== 'before') (merged[name] ??= []).push(value);
+    // A new filter starts again at the newest page.
+    const merged = keepParams(params, 'after', 'before');
     for (const [name, value] of Object.entries(next)) {
       if (value === undefined) delete merged[name];
       else merged[name] = typeof value === 'string' ? [value] : [...value];
@@ -132,11 +132,7 @@ export function Operations({ route }: { route: Route }) {
     next.stuck = stuck === '' ? undefined : stuck;
     go(next);
   };
-  const page = (cursor: { after?: string; before?: string }) => {
-    const keep: Record<string, string[]> = {};
-    for (const [name, value] of params) if (name !== 'after' && name !== 'before') (keep[name] ??= []).push(value);
-    navigate(withParams('/operations', { ...keep, ...cursor }));
-  };
+  const page = (cursor: { after?: string; before?: string }) => navigate(withParams('/operations', { ...keepParams(params, 'after', 'before'), ...cursor }));
 
   // The text and time filters fold away on a phone unless one is set.
   const moreSet = [...TEXT_FILTERS, ...TIME_FILTERS, ['stuck']].filter(([name]) => params.get(name!)).length;

@@ -15,7 +15,7 @@ import {
   type SyncStateFilter,
   type WatchFilter,
 } from '../../../client/generated/graphql';
-import { Link, navigate, withParams, type Route } from '../router';
+import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { isValueOf, Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time, total } from '../ui';
 
 const PAGE_SIZE = 25;
@@ -25,10 +25,11 @@ function TextFilters({ path, route, fields, extra }: { path: string; route: Rout
   const submit = (event: FormEvent<HTMLFormElement>) => {
     event.preventDefault();
     const form = new FormData(event.currentTarget);
-    const next: Record<string, string | string[]> = {};
+    // Every named field of the form (checkboxes give one value each), blanks left out.
+    const next: Record<string, string[]> = {};
     for (const [name, value] of form) {
       const text = String(value).trim();
-      if (text !== '') (next[name] = next[name] === undefined ? text : [...[next[name]].flat(), text]);
+      if (text !== '') (next[name] ??= []).push(text);
     }
     navigate(withParams(path, next));
   };
@@ -57,8 +58,7 @@ function TextFilters({ path, route, fields, extra }: { path: string; route: Rout
 
 /** Forward-only paging: the next page by cursor, and back to the first. */
 function ForwardPager({ path, route, endCursor, hasNextPage }: { path: string; route: Route; endCursor: string | null; hasNextPage: boolean }) {
-  const keep: Record<string, string[]> = {};
-  for (const [name, value] of route.params) if (name !== 'after') (keep[name] ??= []).push(value);
+  const keep = keepParams(route.params, 'after');
   return (
     <nav className="pager" aria-label="Pages">
       <button type="button" className="secondary" disabled={!route.params.has('after')} onClick={() => navigate(withParams(path, keep))}>
@@ -85,8 +85,7 @@ export function Watches({ route }: { route: Route }) {
   const [{ data, fetching, error }, refetch] = useQuery({ query: ConsoleWatchesDocument, variables: { first: PAGE_SIZE, after: params.get('after'), filter } });
   const toggle = (status: string) => {
     const current = params.getAll('status');
-    const next: Record<string, string[]> = {};
-    for (const [name, value] of params) if (name !== 'status' && name !== 'after') (next[name] ??= []).push(value);
+    const next = keepParams(params, 'status', 'after');
     next.status = current.includes(status) ? current.filter((s) => s !== status) : [...current, status];
     navigate(withParams('/watches', next));
   };
