@@ -3,6 +3,7 @@
  * (`npm run bench`). Each benchmark is also runnable on its own.
  */
 import { runAuthCostBench } from './auth-cost.js';
+import { runConsoleBench } from './console.js';
 import { runPlansBench } from './plans.js';
 import { runStatementCountBench } from './statement-count.js';
 import { runThroughputBench } from './throughput.js';
@@ -12,4 +13,5 @@ await runStatementCountBench();
 await runAuthCostBench();
 await runPlansBench();
 await runThroughputBench();
+await runConsoleBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);

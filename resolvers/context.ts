@@ -49,6 +49,8 @@ export interface SubscriptionLimiter {
 export interface GraphQLContext {
   /** Who is asking: anonymous, a user DID, or a configured service principal. */
   viewer: Viewer;
+  /** The audience (`aud`) bearer tokens must name on this server: not a secret, every token carries it. */
+  audience: string;
   /** When the request's bearer token expires (ms since the epoch, store clock); null without one. Subscriptions end then. */
   credentialsExpireAt: number | null;
   /** The store over this server's database. */

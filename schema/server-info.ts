@@ -12,6 +12,7 @@ const ServerInfo = builder.simpleObject('ServerInfo', {
     dialect: t.string({ description: '`postgres` or `sqlite`.' }),
     viewerDID: t.field({ type: 'DID', nullable: true, description: 'The DID the request was authenticated as, if any.' }),
     viewerIsService: t.boolean({ description: 'Whether the viewer is a configured service principal.' }),
+    audience: t.string({ description: 'The audience (`aud`) a bearer token must name to be accepted here (`AUTH_AUDIENCE`): what a client minting its own tokens, such as the console, puts in them.' }),
   }),
 });
 
@@ -24,6 +25,7 @@ builder.queryField('serverInfo', (t) =>
       dialect: ctx.store.dialect,
       viewerDID: ctx.viewer.kind === 'anonymous' ? null : ctx.viewer.did,
       viewerIsService: ctx.viewer.kind === 'service',
+      audience: ctx.audience,
     }),
   }),
 );

@@ -4,6 +4,7 @@
  * `retention`, `ops`). Every command has the shape of `command.ts`.
  */
 import { USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
+import { consoleBuildCommand } from './console-build.js';
 import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
 import { opsCommand } from './ops.js';
@@ -17,12 +18,13 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   migrate: migrateCommand,
   retention: retentionCommand,
   ops: opsCommand,
+  'console-build': consoleBuildCommand,
 };
 
 const USAGE = `usage: tsx src/cli/index.ts <${Object.keys(COMMANDS).join('|')}> [args]   (npm run <command> -- [args])
 
 ${Object.entries(COMMANDS)
-  .map(([name, command]) => `  ${name.padEnd(11)}${command.summary}`)
+  .map(([name, command]) => `  ${name.padEnd(15)}${command.summary}`)
   .join('\n')}
 
 Each command answers --help.

@@ -21,8 +21,11 @@ import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
+import type { ConsoleBuild } from './console-build.js';
+import { useConsole } from './console.js';
 import type { DevelopmentCredentials } from './dev-credentials.js';
 import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
+import { useGraphQLSSEProtocol } from './graphql-sse.js';
 import { useCompiledExecution } from './jit.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
@@ -48,7 +51,9 @@ export interface ServerAppOptions {
   /** Traces each GraphQL operation as a span when given (see tracing.ts). */
   tracerProvider?: TracerProvider;
   /** The local key whose fresh token GraphiQL pages carry; ignored unless NODE_ENV=development (graphiql.ts). Default: none. */
-  developmentCredentials?: Pick<DevelopmentCredentials, 'mintToken'>;
+  developmentCredentials?: Pick<DevelopmentCredentials, 'mintToken'> & Partial<Pick<DevelopmentCredentials, 'did' | 'ttlSeconds'>>;
+  /** The built operations console, served at /console when `config.console` (console.ts). Default: none (then /console answers 503). */
+  consoleBuild?: ConsoleBuild;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -78,6 +83,7 @@ export function createServerApp({
   rateLimiter = createMemoryRateLimiter(config.rateLimits),
   tracerProvider,
   developmentCredentials,
+  consoleBuild,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
@@ -117,6 +123,19 @@ export function createServerApp({
     // Before the origin and content-type checks: a scrape is a plain GET from anywhere the token (if any) allows.
     ...(metrics?.plugins ?? []),
     refuseForeignOrigins(config.corsOrigins, config.auth.insecureHeaderAuth),
+    // Static pages and the development sign-in, before the JSON-only rule for POSTs.
+    ...(config.console
+      ? [
+          useConsole({
+            build: consoleBuild,
+            developmentCredentials:
+              config.env === 'development' && developmentCredentials?.did !== undefined && developmentCredentials.ttlSeconds !== undefined
+                ? { mintToken: developmentCredentials.mintToken, did: developmentCredentials.did, ttlSeconds: developmentCredentials.ttlSeconds }
+                : undefined,
+            logger: logger.child({ component: 'console' }),
+          }),
+        ]
+      : []),
     jsonPostsOnly(),
     useNoStoreForPages(),
     {
@@ -128,6 +147,14 @@ export function createServerApp({
       },
     },
     ...(persistedDocuments !== undefined ? [usePersistedDocuments(persistedDocuments)] : []),
+    // The graphql-sse protocol at /graphql/stream (single-connection and distinct modes), with the limits of /graphql.
+    useGraphQLSSEProtocol({
+      auth: config.auth,
+      now: () => store.now(),
+      maxStreamsPerViewer: config.limits.maxSubscriptionsPerViewer,
+      maxStreams: config.limits.maxSubscriptions,
+      register: (end) => subscriptions.register(end),
+    }),
     useReadinessCheck({
       endpoint: '/readyz',
       check: async () => {
@@ -223,6 +250,7 @@ export function createServerApp({
         subscriptions: request === undefined ? webSocketSubscriptions : sseSubscriptions,
         requestID,
         viewer,
+        audience: config.auth.audience,
         credentialsExpireAt,
         log,
       });

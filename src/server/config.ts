@@ -59,6 +59,7 @@ const EnvSchema = z.object({
   SERVICE_DIDS: didList.default([]),
   INSECURE_HEADER_AUTH: bool.default(false),
   GRAPHIQL: bool.optional(),
+  CONSOLE: bool.default(true),
   INTROSPECTION: bool.default(true),
   DB_STATEMENT_TIMEOUT_MS: int(100, 600_000).default(10_000),
   DB_POOL_MAX: int(1, 500).default(10),
@@ -141,6 +142,8 @@ export interface ServerConfig {
   /** Origins (scheme://host[:port]) whose pages may call this server from a browser; none by default. */
   corsOrigins: readonly string[];
   graphiql: boolean;
+  /** Whether /console is served (built at start when missing or stale). */
+  console: boolean;
   introspection: boolean;
   /** `poolMode` `transaction`: `DATABASE_URL` goes through a transaction-pooling PgBouncer (see {@link PoolMode}). */
   db: { statementTimeoutMs: number; poolMax: number; poolMode: PoolMode };
@@ -237,6 +240,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     auth: { audience: e.AUTH_AUDIENCE, serviceDIDs: new Set(e.SERVICE_DIDS), insecureHeaderAuth: e.INSECURE_HEADER_AUTH },
     corsOrigins,
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',
+    console: e.CONSOLE,
     introspection: e.INTROSPECTION,
     db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE },
     limits: {

@@ -59,6 +59,7 @@ export async function developmentBanner(input: DevelopmentBannerInput): Promise<
     ' Connector store is running (NODE_ENV=development)',
     '',
     config.graphiql ? ` GraphiQL:   ${endpoint}` : ` GraphQL:    ${endpoint}   (GraphiQL is off: GRAPHIQL=false)`,
+    ...(config.console ? [` Console:    ${browsableBaseURL(config.host, input.port)}/console/   (signs in as the local key from this machine)`] : []),
     ` Viewer:     ${key.did}`,
     `             the local key in ${keyPath}${key.created ? ' (just created)' : ''};`,
     isService

@@ -40,3 +40,18 @@ export async function loadDevelopmentCredentials(config: Pick<ServerConfig, 'aut
     mintToken: (now = Date.now()) => mintToken({ privateKey: key.privateKey, did: key.did, audience: config.auth.audience, ttlSeconds, now }),
   };
 }
+
+/**
+ * Whether a request may be handed a development token (GraphiQL's page, the
+ * console's sign-in): it came over a loopback connection (node's HTTP server
+ * puts `req` in yoga's server context) and names a loopback host, so neither
+ * another machine (HOST=0.0.0.0) nor a page whose DNS name was rebound to
+ * 127.0.0.1 gets the local key's identity. NODE_ENV is checked apart
+ * ({@link developmentCredentialsAllowed}).
+ */
+export function developmentTokenAllowedFor(request: Request, serverContext: Record<string, unknown> | undefined): boolean {
+  const address = (serverContext?.req as { socket?: { remoteAddress?: string } } | undefined)?.socket?.remoteAddress;
+  if (address === undefined || !(address === '::1' || /^(::ffff:)?127\./i.test(address))) return false;
+  const host = new URL(request.url).hostname;
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

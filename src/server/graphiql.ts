@@ -13,7 +13,7 @@
  */
 import type { GraphiQLOptions, Plugin } from 'graphql-yoga';
 import type { ServerConfig } from './config.js';
-import { developmentCredentialsAllowed, type DevelopmentCredentials } from './dev-credentials.js';
+import { developmentCredentialsAllowed, developmentTokenAllowedFor, type DevelopmentCredentials } from './dev-credentials.js';
 import type { Logger } from './logger.js';
 
 /** The page title. */
@@ -60,9 +60,9 @@ export function graphiqlPage({
 }: GraphiQLPageOptions): false | ((request: Request, serverContext?: Record<string, unknown>) => Promise<GraphiQLOptions>) {
   if (!config.graphiql) return false;
   const credentials = developmentCredentialsAllowed(config) ? developmentCredentials : undefined;
-  return async (_request, serverContext) => {
+  return async (request, serverContext) => {
     const base: GraphiQLOptions = { title: GRAPHIQL_TITLE, defaultQuery: WITHOUT_TOKEN_NOTE + EXAMPLE_QUERY_BODY };
-    if (credentials === undefined || !fromLoopback(serverContext)) return base;
+    if (credentials === undefined || !developmentTokenAllowedFor(request, serverContext)) return base;
     let token: string;
     try {
       token = await credentials.mintToken();
@@ -90,11 +90,4 @@ export function useNoStoreForPages(): Plugin {
       if ((response.headers.get('content-type') ?? '').startsWith('text/html')) response.headers.set('cache-control', 'no-store');
     },
   };
-}
-
-/** Whether the request came over a loopback connection (node's HTTP server puts `req` in yoga's server context). */
-function fromLoopback(serverContext: Record<string, unknown> | undefined): boolean {
-  const address = (serverContext?.req as { socket?: { remoteAddress?: string } } | undefined)?.socket?.remoteAddress;
-  if (address === undefined) return false;
-  return address === '::1' || /^(::ffff:)?127\./i.test(address);
 }

@@ -10,6 +10,7 @@ import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
 import { sql } from 'kysely';
 import { createServerApp } from './app.js';
+import { loadConsoleBuild, type ConsoleBuild } from './console-build.js';
 import { createPostgresRateLimiter } from './rate-limit.js';
 import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
@@ -101,6 +102,15 @@ async function main(): Promise<void> {
       return undefined;
     });
   }
+  // The console's build: read into memory, built first when missing or older than its sources (console-build.ts).
+  let consoleBuild: ConsoleBuild | undefined;
+  if (config.console) {
+    consoleBuild = await loadConsoleBuild({ onBuild: () => logger.info('building the console (console/ changed or was never built)') }).catch((error: unknown) => {
+      logger.error({ err: error }, 'could not build the console: /console answers 503 (npm run console:build shows why)');
+      return undefined;
+    });
+    if (consoleBuild?.built) logger.info({ buildMs: consoleBuild.buildMs }, 'console built');
+  }
   const app = createServerApp({
     config,
     database,
@@ -109,6 +119,7 @@ async function main(): Promise<void> {
     ...(rateLimiter !== undefined && { rateLimiter }),
     ...(tracing !== undefined && { tracerProvider: tracing.provider }),
     ...(developmentCredentials !== undefined && { developmentCredentials }),
+    ...(consoleBuild !== undefined && { consoleBuild }),
   });
   const server = createServer(
     {

@@ -3,7 +3,7 @@
  * pre-processor (no type-check, so it is fast), and the layer rules of
  * docs/architecture.md checked against it.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import ts from 'typescript';
 
@@ -13,9 +13,20 @@ export interface ImportGraph {
 }
 
 /** Folders whose files the rules cover. */
-export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations', 'client'] as const;
+export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations', 'client', 'console'] as const;
 
-/** Reads every `.ts` file under `roots` of `repo` into an import graph. */
+/**
+ * The repository-relative file an import names: `.js` is the `.ts` (or
+ * `.tsx`) source under NodeNext, and the console's bundler-style imports
+ * name no extension at all.
+ */
+function resolveImport(repo: string, from: string, specifier: string): string {
+  const base = normalize(join(dirname(from), specifier));
+  const candidates = base.endsWith('.js') ? [base.replace(/\.js$/, '.ts'), base.replace(/\.js$/, '.tsx')] : [base, `${base}.ts`, `${base}.tsx`, join(base, 'index.ts')];
+  return candidates.find((candidate) => existsSync(join(repo, candidate)) && !candidate.endsWith('/')) ?? candidates[0]!;
+}
+
+/** Reads every `.ts` / `.tsx` file under `roots` of `repo` into an import graph. */
 export function readImportGraph(repo: string, roots: readonly string[] = CHECKED_ROOTS): ImportGraph {
   const graph: ImportGraph = {};
   for (const root of roots) {
@@ -25,7 +36,7 @@ export function readImportGraph(repo: string, roots: readonly string[] = CHECKED
       const files: string[] = [];
       const packages: string[] = [];
       for (const { fileName } of info.importedFiles) {
-        if (fileName.startsWith('.')) files.push(normalize(join(dirname(from), fileName)).replace(/\.js$/, '.ts'));
+        if (fileName.startsWith('.')) files.push(resolveImport(repo, from, fileName));
         else packages.push(fileName.startsWith('@') ? fileName.split('/').slice(0, 2).join('/') : fileName.split('/')[0]!);
       }
       graph[from] = { files, packages };
@@ -37,8 +48,9 @@ export function readImportGraph(repo: string, roots: readonly string[] = CHECKED
 function listTypeScript(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return listTypeScript(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
+    // Build output and installed packages are no one's sources.
+    if (entry.isDirectory()) return entry.name === 'node_modules' || entry.name.startsWith('dist') ? [] : listTypeScript(path);
+    return /\.tsx?$/.test(entry.name) && !entry.name.endsWith('.d.ts') ? [path] : [];
   });
 }
 
@@ -76,6 +88,8 @@ export const LAYERS: readonly Layer[] = [
   { name: 'migrations', holds: under('migrations'), mayImport: under('migrations') },
   // What outside integrators copy or import: it knows the server only through the API.
   { name: 'client', holds: under('client'), mayImport: under('client'), forbiddenPackages: SQL_PACKAGES },
+  // The operations console, a browser app built on the public API and the client documents alone.
+  { name: 'console', holds: under('console'), mayImport: under('console', 'client'), forbiddenPackages: [...SQL_PACKAGES, 'graphql-yoga', '@pothos/core'] },
 ];
 
 /** Every import that crosses a layer the wrong way, as `from → to (layer)` lines. */

@@ -15,8 +15,10 @@ describe('layers', () => {
 
   it('reads the whole tree', () => {
     expect(Object.keys(graph)).toEqual(
-      expect.arrayContaining(['schema/index.ts', 'resolvers/context.ts', 'src/server/app.ts', 'migrations/index.ts', 'client/token.ts', 'client/generated/graphql.ts']),
+      expect.arrayContaining(['schema/index.ts', 'resolvers/context.ts', 'src/server/app.ts', 'migrations/index.ts', 'client/token.ts', 'client/generated/graphql.ts', 'console/src/app.tsx']),
     );
+    // The console's extensionless imports resolve to their .ts/.tsx files (so circles among them are seen too).
+    expect(graph['console/src/app.tsx']!.files).toEqual(expect.arrayContaining(['console/src/router.tsx', 'console/src/graphql.ts', 'client/generated/graphql.ts']));
     expect(graph['schema/index.ts']!.files).toContain('schema/builder.ts');
   });
 
@@ -42,12 +44,15 @@ describe('the layer check itself', () => {
         'migrations/0002-next.ts': ['src/db/tables.ts'],
         'src/store/operations/claim.ts': ['resolvers/viewer.ts'],
         'client/token.ts': ['src/auth/did-key.ts', 'schema/scalars.ts', 'resolvers/viewer.ts', 'client/generated/graphql.ts'],
+        'console/src/app.tsx': ['client/generated/graphql.ts', 'console/src/ui.tsx', 'src/server/console.ts', 'resolvers/viewer.ts'],
       }),
     );
     expect(violations).toEqual([
       'client/token.ts → resolvers/viewer.ts (client may not import it)',
       'client/token.ts → schema/scalars.ts (client may not import it)',
       'client/token.ts → src/auth/did-key.ts (client may not import it)',
+      'console/src/app.tsx → resolvers/viewer.ts (console may not import it)',
+      'console/src/app.tsx → src/server/console.ts (console may not import it)',
       'migrations/0002-next.ts → src/db/tables.ts (migrations may not import it)',
       'resolvers/operations.ts → schema/pagination.ts (resolvers may not import it)',
       'schema/operation.ts → src/store/operations/index.ts (schema may not import it)',

@@ -80,7 +80,7 @@ describe('tsx src/cli/index.ts', () => {
     for (const flag of ['--help', '-h']) {
       const help = await cli(flag);
       expect(help.code).toBe(0);
-      expect(help.stdout).toMatch(/^usage: .*<token\|demo\|migrate\|retention\|ops>/);
+      expect(help.stdout).toMatch(/^usage: .*<token\|demo\|migrate\|retention\|ops\|console-build>/);
       expect(help.stdout).toMatch(/^ {2}retention {2,}/m);
     }
     for (const argv of [[], ['sideways']]) {

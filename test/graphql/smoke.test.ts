@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
-import { describeGraphQL } from '../helpers/graphql.js';
+import { describeGraphQL, TEST_AUDIENCE } from '../helpers/graphql.js';
 
 describeGraphQL('graphql smoke', (suite) => {
   it('answers serverInfo with the release, the viewer and dialect', async () => {
     const res = await suite.gql('{ serverInfo { version dialect viewerDID viewerIsService } }', {}, { as: 'worker' });
+    // The audience tokens must name, open to anonymous callers: a console that mints tokens from a key needs it before it has one.
+    expect(await suite.gql('{ serverInfo { audience viewerDID } }', {}, { as: 'anonymous' })).toEqual({ data: { serverInfo: { audience: TEST_AUDIENCE, viewerDID: null } } });
     const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
     expect(res).toEqual({ data: { serverInfo: { version, dialect: suite.dialect, viewerDID: suite.keys.worker.did, viewerIsService: true } } });
     expect(readFileSync(new URL('../../CHANGELOG.md', import.meta.url), 'utf8')).toContain(`## ${version}`);

@@ -1,4 +1,5 @@
 /**
+ * Builds the console if its build is stale (once, before any server starts).
  * Probes the test Postgres once per run. Locally an unreachable server skips
  * the Postgres half with a loud notice; under CI=true it fails the run with
  * one line and exit code 1.
@@ -6,6 +7,7 @@
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { maskDatabaseURL } from '../../src/db/connect.js';
+import { loadConsoleBuild } from '../../src/server/console-build.js';
 import { adminPostgresURL } from './postgres.js';
 
 declare module 'vitest' {
@@ -40,4 +42,6 @@ export default async function setup(project: TestProject): Promise<void> {
     }
   }
   project.provide('postgresAvailable', available);
+  // Once per run, so the server processes the tests start find the console fresh instead of each building it.
+  await loadConsoleBuild();
 }

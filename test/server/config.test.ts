@@ -90,6 +90,7 @@ describe('server configuration', () => {
     SERVICE_DIDS: ['did:key:z6MkA, worker, ops', 'must be comma-separated DIDs (did:method:identifier); "worker", "ops" are not (got "did:key:z6MkA, worker, ops")'],
     INSECURE_HEADER_AUTH: ['on', 'must be true or false (or 1/0, yes/no) (got "on")'],
     CORS_ORIGINS: ['*', 'must be comma-separated origins (scheme://host[:port], e.g. https://dash.example.com); "*" is not an origin (got "*")'],
+    CONSOLE: ['sometimes', 'must be true or false (or 1/0, yes/no) (got "sometimes")'],
     GRAPHIQL: ['2', 'must be true or false (or 1/0, yes/no) (got "2")'],
     INTROSPECTION: ['nope', 'must be true or false (or 1/0, yes/no) (got "nope")'],
     DB_STATEMENT_TIMEOUT_MS: ['10', 'must be an integer from 100 to 600000 (got "10")'],

@@ -113,6 +113,7 @@ describeGraphQL('demo data', (suite) => {
     const banner = await developmentBanner({ config, port: 4321, cwd, now: suite.clock.now() });
 
     expect(banner).toContain('GraphiQL:   http://127.0.0.1:4321/graphql');
+    expect(banner).toContain('Console:    http://127.0.0.1:4321/console/');
     expect(banner).toContain(seeded.ownerDID);
     expect(banner).toContain('not a service principal');
     expect(banner).toContain('curl -s http://127.0.0.1:4321/graphql');

@@ -121,6 +121,19 @@ describe('GraphiQL page', () => {
     expect(mint).not.toHaveBeenCalled();
   });
 
+  it('puts no token in a page asked for by a DNS name rebound to 127.0.0.1, even over loopback', async () => {
+    const mint = vi.fn(() => credentials.mintToken());
+    const app = makeApp({ NODE_ENV: 'development' }, { credentials: { mintToken: mint } });
+    const response = await app.yoga.fetch('http://evil.example:4000/graphql', { headers: { accept: 'text/html' } }, peer('127.0.0.1'));
+    const html = await response.text();
+    expect(pageOptions(html).headers).toBeUndefined();
+    expect(html).not.toMatch(/Bearer ey/);
+    expect(mint).not.toHaveBeenCalled();
+    // localhost is a loopback name: its page has the token.
+    const local = await app.yoga.fetch('http://localhost:4000/graphql', { headers: { accept: 'text/html' } }, peer('127.0.0.1'));
+    expect(pageOptions(await local.text()).headers).toBeDefined();
+  });
+
   it('with GraphiQL off there is no page, and a token that cannot be minted leaves the page without one (logged)', async () => {
     const off = await makeApp({ NODE_ENV: 'development', GRAPHIQL: 'false' }).yoga.fetch('http://127.0.0.1/graphql', { headers: { accept: 'text/html' } }, peer('127.0.0.1'));
     expect(off.headers.get('content-type') ?? '').not.toMatch(/text\/html/);

@@ -1,0 +1,140 @@
+/**
+ * The console: sign-in when there is no session, else the layout (navigation,
+ * who you are) around the view the route names.
+ */
+import { useEffect, useMemo, useState } from 'react';
+import { Provider, useQuery } from 'urql';
+import { ConsoleServerInfoDocument } from '../../client/generated/graphql';
+import { createConsoleClient } from './graphql';
+import { Link, navigate, useRoute } from './router';
+import { clearStoredSession, fetchDevelopmentToken, restoreSession, sessionFromToken, type Session, type Viewer } from './session';
+import { SignIn } from './sign-in';
+import { DID, ErrorState, Loading } from './ui';
+import { OperationDetail } from './views/operation-detail';
+import { Operations } from './views/operations';
+import { Overview } from './views/overview';
+import { Sweeps } from './views/sweeps';
+import { SyncStateDetail, SyncStates, WatchDetail, Watches } from './views/watches';
+
+const NAV: [path: string, label: string][] = [
+  ['/', 'Overview'],
+  ['/operations', 'Operations'],
+  ['/watches', 'Watches'],
+  ['/sync-states', 'Sync states'],
+  ['/sweeps', 'Sweeps'],
+];
+
+export function App() {
+  const [session, setSession] = useState<Session | null>(() => restoreSession());
+  const [message, setMessage] = useState<string | null>(null);
+  const [checkingDevelopment, setCheckingDevelopment] = useState(session === null);
+
+  // A development server hands this (loopback) page a token of its local key: no pasting.
+  useEffect(() => {
+    if (session !== null || !checkingDevelopment) return;
+    let cancelled = false;
+    void fetchDevelopmentToken().then((token) => {
+      if (cancelled) return;
+      if (token !== null) setSession(sessionFromToken(token, 'development key'));
+      setCheckingDevelopment(false);
+    });
+    return () => {
+      cancelled = true;
+    };
+  }, [session, checkingDevelopment]);
+
+  const signOut = (why: string | null) => {
+    clearStoredSession();
+    setMessage(why);
+    setSession(null);
+  };
+
+  if (session === null) {
+    if (checkingDevelopment) return <Loading what="the console" />;
+    return (
+      <SignIn
+        message={message}
+        onSignedIn={(next) => {
+          setMessage(null);
+          setSession(next);
+        }}
+      />
+    );
+  }
+  return <SignedIn key={session.did ?? 'session'} session={session} onSignOut={signOut} />;
+}
+
+function SignedIn({ session, onSignOut }: { session: Session; onSignOut: (why: string | null) => void }) {
+  const { client, dispose } = useMemo(() => createConsoleClient(session, (why) => onSignOut(`The server refused the token: ${why}`)), [session]); // eslint-disable-line react-hooks/exhaustive-deps
+  useEffect(() => dispose, [dispose]);
+  return (
+    <Provider value={client}>
+      <Layout session={session} onSignOut={() => onSignOut(null)} />
+    </Provider>
+  );
+}
+
+function Layout({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+  const route = useRoute();
+  const [{ data, error }] = useQuery({ query: ConsoleServerInfoDocument, requestPolicy: 'cache-first' });
+  const info = data?.serverInfo;
+  const viewer: Viewer = { did: info?.viewerDID ?? session.did, isService: info?.viewerIsService ?? false };
+  const section = NAV.slice(1).find(([path]) => route.path.startsWith(path))?.[0] ?? '/';
+
+  return (
+    <div className="layout">
+      <header className="top">
+        <Link to="/" className="brand">
+          Connector store
+        </Link>
+        <nav className="nav" aria-label="Views">
+          {NAV.map(([path, label]) => (
+            <Link key={path} to={path} aria-current={section === path ? 'page' : undefined}>
+              {label}
+            </Link>
+          ))}
+        </nav>
+        <div className="who">
+          <span className="who-kind">{viewer.isService ? 'service' : 'user'}</span> <DID value={viewer.did} />
+          <span className="muted who-source"> · {session.source}</span>
+          {info !== undefined && (
+            <span className="muted who-server">
+              {' '}
+              · v{info.version} on {info.dialect}
+            </span>
+          )}
+          <button type="button" className="link" onClick={onSignOut}>
+            Sign out
+          </button>
+        </div>
+      </header>
+      <main className="main">
+        {error !== undefined && <ErrorState error={error} />}
+        <View route={route} viewer={viewer} />
+      </main>
+    </div>
+  );
+}
+
+function View({ route, viewer }: { route: ReturnType<typeof useRoute>; viewer: Viewer }) {
+  const [, section, id] = route.path.split('/').map(decodeURIComponent);
+  switch (section) {
+    case '':
+    case undefined:
+      return <Overview />;
+    case 'operations':
+      return id ? <OperationDetail key={id} id={id} viewer={viewer} /> : <Operations route={route} />;
+    case 'watches':
+      return id ? <WatchDetail key={id} id={id} /> : <Watches route={route} />;
+    case 'sync-states':
+      return id ? <SyncStateDetail key={id} id={id} /> : <SyncStates route={route} />;
+    case 'sweeps':
+      return <Sweeps route={route} />;
+    default:
+      return (
+        <div className="state state-empty">
+          No such page. <button type="button" className="link" onClick={() => navigate('/')}>Go to the overview</button>
+        </div>
+      );
+  }
+}

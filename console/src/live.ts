@@ -1,0 +1,42 @@
+/**
+ * Live updates: subscriptions over the session's graphql-sse stream, and a
+ * throttled re-read for views whose numbers an event changes (counts,
+ * details with history) rather than replaces.
+ */
+import { useEffect, useRef } from 'react';
+import { useSubscription } from 'urql';
+import { ConsoleOperationsChangedDocument, type ConsoleOperationRowFragment, type OperationFilter } from '../../client/generated/graphql';
+
+/** Calls `run` at most once per `ms`, trailing: a burst of events gives one call soon after the last. */
+export function useThrottle(run: () => void, ms: number): () => void {
+  const latest = useRef(run);
+  latest.current = run;
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const last = useRef(0);
+  useEffect(() => () => void (timer.current !== null && clearTimeout(timer.current)), []);
+  return () => {
+    if (timer.current !== null) return;
+    const wait = Math.max(0, last.current + ms - Date.now());
+    timer.current = setTimeout(() => {
+      timer.current = null;
+      last.current = Date.now();
+      latest.current();
+    }, wait);
+  };
+}
+
+/** Every committed change of an operation the viewer may see (and `filter` matches), to `onChange`. */
+export function useOperationChanges(onChange: (operation: ConsoleOperationRowFragment) => void, filter?: OperationFilter, pause = false): void {
+  const handler = useRef(onChange);
+  handler.current = onChange;
+  useSubscription({ query: ConsoleOperationsChangedDocument, variables: { filter: filter ?? null }, pause }, (_previous, event) => {
+    handler.current(event.operationsChanged);
+    return event;
+  });
+}
+
+/** Re-reads (via `refetch`) when any visible operation changes, at most twice a second. */
+export function useLiveRefetch(refetch: () => void): void {
+  const throttled = useThrottle(refetch, 500);
+  useOperationChanges(throttled);
+}

@@ -1,0 +1,139 @@
+/**
+ * Who the console is signed in as, and the bearer token of every request.
+ * Three ways in (docs/console.md): the development key (a loopback page of a
+ * development server gets a fresh token from POST /console/dev-token, no
+ * pasting), a pasted token, or a private key (an Ed25519 JWK, the format of
+ * data/local-key.json) from which the page mints its own tokens with
+ * client/token.ts and renews them before they expire. Tokens are kept only
+ * in sessionStorage (gone with the tab); a key only in memory (gone with a
+ * reload, when its last token still serves until it expires).
+ */
+import { createTokenSource, type TokenKey } from '../../client/token';
+
+const STORAGE_KEY = 'connector-store-console.session';
+/** Renew a development token this long before it expires. */
+const RENEW_BEFORE_MS = 60_000;
+
+/** Who the console acts as, from `serverInfo`: what decides which actions it offers (the server decides what they may do). */
+export interface Viewer {
+  did: string | null;
+  isService: boolean;
+}
+
+/** How the current token came. */
+export type SessionSource = 'development key' | 'pasted token' | 'private key';
+
+/** What sessionStorage keeps. */
+interface StoredSession {
+  token: string;
+  source: SessionSource;
+  /** ms epoch, from the token's `exp`. */
+  expiresAt: number | null;
+}
+
+/** A signed-in console: hands out a valid token for each request. */
+export interface Session {
+  source: SessionSource;
+  /** The token's issuer (the viewer's DID), from its claims. */
+  did: string | null;
+  /** A token to send now (renewed first when about to expire and renewable). */
+  getToken(): Promise<string>;
+  /** When the current token expires (ms epoch), if it says. */
+  expiresAt(): number | null;
+}
+
+/** The claims of a JWT, unverified (the server verifies; the console only shows and schedules). */
+export function tokenClaims(token: string): { iss?: string; exp?: number; aud?: string | string[] } | null {
+  const part = token.split('.')[1];
+  if (part === undefined) return null;
+  try {
+    const json = atob(part.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(part.length / 4) * 4, '='));
+    const claims = JSON.parse(json) as unknown;
+    return typeof claims === 'object' && claims !== null ? (claims as { iss?: string; exp?: number }) : null;
+  } catch {
+    return null;
+  }
+}
+
+function store(token: string, source: SessionSource): StoredSession {
+  const exp = tokenClaims(token)?.exp;
+  const stored: StoredSession = { token, source, expiresAt: typeof exp === 'number' ? exp * 1000 : null };
+  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(stored));
+  return stored;
+}
+
+/** Forgets the token (sign out, or the server refused it). */
+export function clearStoredSession(): void {
+  sessionStorage.removeItem(STORAGE_KEY);
+}
+
+/** Asks this server for a token of its development key: null unless it offers one to this page. */
+export async function fetchDevelopmentToken(): Promise<string | null> {
+  try {
+    const response = await fetch('/console/dev-token', { method: 'POST', credentials: 'omit', cache: 'no-store' });
+    if (!response.ok) return null;
+    const body = (await response.json()) as { available?: boolean; token?: string };
+    return body.available === true && typeof body.token === 'string' ? body.token : null;
+  } catch {
+    return null;
+  }
+}
+
+function fromStored(stored: StoredSession): Session {
+  let current = stored;
+  let renewing: Promise<string> | null = null;
+  return {
+    source: current.source,
+    did: tokenClaims(current.token)?.iss ?? null,
+    expiresAt: () => current.expiresAt,
+    getToken: async () => {
+      const due = current.expiresAt !== null && current.expiresAt - Date.now() < RENEW_BEFORE_MS;
+      if (!due || current.source !== 'development key') return current.token;
+      renewing ??= fetchDevelopmentToken()
+        .then((token) => {
+          if (token !== null) current = store(token, 'development key');
+          return current.token;
+        })
+        .finally(() => {
+          renewing = null;
+        });
+      return renewing;
+    },
+  };
+}
+
+/** The session this tab already has (sessionStorage), if its token has not expired. */
+export function restoreSession(): Session | null {
+  const raw = sessionStorage.getItem(STORAGE_KEY);
+  if (raw === null) return null;
+  try {
+    const stored = JSON.parse(raw) as StoredSession;
+    if (typeof stored.token !== 'string') return null;
+    if (stored.expiresAt !== null && stored.expiresAt <= Date.now() && stored.source !== 'development key') return null;
+    return fromStored(stored);
+  } catch {
+    return null;
+  }
+}
+
+/** Signs in with a token (pasted, or the development key's). */
+export function sessionFromToken(token: string, source: Exclude<SessionSource, 'private key'>): Session {
+  return fromStored(store(token.trim().replace(/^Bearer\s+/i, ''), source));
+}
+
+/** Signs in with a private key: tokens of `lifetimeSeconds` minted here for `audience`, renewed a minute before they expire. */
+export async function sessionFromKey(key: TokenKey, audience: string, lifetimeSeconds = 900): Promise<Session> {
+  const tokens = createTokenSource({ key, audience, lifetimeSeconds, renewBeforeSeconds: 60 });
+  const first = await tokens.getToken();
+  let stored = store(first, 'private key');
+  return {
+    source: 'private key',
+    did: tokenClaims(first)?.iss ?? null,
+    expiresAt: () => stored.expiresAt,
+    getToken: async () => {
+      const token = await tokens.getToken();
+      if (token !== stored.token) stored = store(token, 'private key');
+      return token;
+    },
+  };
+}

@@ -1,0 +1,311 @@
+/**
+ * The graphql-sse protocol (https://github.com/enisdenjo/graphql-sse, its
+ * PROTOCOL.md) at `/graphql/stream`, beside yoga's own SSE at `/graphql`
+ * (issue 13 item 1). Yoga's `/graphql` speaks only the protocol's "distinct
+ * connections" mode: one HTTP connection per subscription, which a browser
+ * runs out of (six per origin over HTTP/1.1). `/graphql/stream` also speaks
+ * "single connection" mode: the client reserves one stream (PUT), opens it
+ * (GET, `text/event-stream`) and POSTs any number of operations onto it.
+ *
+ * `@graphql-yoga/plugin-graphql-sse` runs each operation through the yoga
+ * app's own parse, validate (graphql-armor limits), context (credentials,
+ * rate limits, the subscription limiter of transport `sse`), execute and
+ * error masking. Around it this file adds what the plugin leaves open:
+ * - every request to the endpoint (reserve, open, operate, stop) needs valid
+ *   credentials: a bad or missing token is 401 before the plugin runs, so
+ *   nobody holds a stream for nobody;
+ * - a stream token is bound to the viewer that reserved it (an HMAC of the
+ *   viewer's DID under a per-process key), so another viewer's requests
+ *   naming it find no stream, exactly as for an unknown token;
+ * - reserved streams per viewer and per process are capped like
+ *   subscriptions (MAX_SUBSCRIPTIONS_PER_VIEWER / MAX_SUBSCRIPTIONS), and a
+ *   reservation nobody opens within {@link RESERVATION_TIMEOUT_MS} is removed;
+ * - shutdown ends open streams (they would otherwise hold the listener's
+ *   close open with their pings);
+ * - a stream whose client stops reading is ended once {@link MAX_BACKLOG}
+ *   results wait for it and it has read nothing for {@link STALL_MS} (or ten
+ *   times as many wait): the plugin would queue them without bound.
+ * A single-connection stream lives in one process: behind a load balancer,
+ * its requests must reach the replica that reserved it (distinct mode has no
+ * such need).
+ */
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
+import type { Plugin } from 'graphql-yoga';
+import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
+
+/** Where the graphql-sse protocol is served. */
+export const GRAPHQL_SSE_ENDPOINT = '/graphql/stream';
+/** How long a reserved stream waits to be opened before it is removed. */
+export const RESERVATION_TIMEOUT_MS = 30_000;
+/** Results that may wait unread for a stream whose client stopped reading before it is ended (the subscriptions' own slow-subscriber bound). */
+export const MAX_BACKLOG = 1_000;
+/** How long a client that far behind may go without reading. */
+export const STALL_MS = 5_000;
+const TOKEN_HEADER = 'x-graphql-event-stream-token';
+/** `e`: the first byte of an `event: …` message (a result), as against `:` (a keep-alive comment). */
+const EVENT_MESSAGE_START = 0x65;
+
+/** What {@link useGraphQLSSEProtocol} needs. */
+export interface GraphQLSSEOptions {
+  auth: AuthConfig;
+  /** The store's clock (ms), for token expiry. */
+  now: () => number;
+  /** Reserved or open single-connection streams one viewer may hold. */
+  maxStreamsPerViewer: number;
+  /** Reserved or open single-connection streams of all viewers together. */
+  maxStreams: number;
+  /** Remembers how to end a stream at shutdown (the subscription limiter's `register`). */
+  register(end: () => void): () => void;
+  /** How long a reservation may wait to be opened. Default {@link RESERVATION_TIMEOUT_MS}. */
+  reservationTimeoutMs?: number;
+  /** Results that may wait unread for one stream's client, once it has read nothing for `stallMs`, before the stream is ended (ten times as many in any case). Default {@link MAX_BACKLOG}. */
+  maxBacklog?: number;
+  /** How long a client behind by `maxBacklog` may go without reading. Default {@link STALL_MS}. */
+  stallMs?: number;
+}
+
+interface OpenStream {
+  /** Results queued for the client, and read by it. */
+  sent: number;
+  read: number;
+  /** When the client last read a result (ms). */
+  readAt: number;
+  ended: boolean;
+  /** Ends the stream (shutdown, or a client too far behind). */
+  end(): void;
+}
+
+interface Reservation {
+  viewerDID: string;
+  opened: boolean;
+  /** Removes the reservation if nobody opens it in time. */
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
+export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
+  const { auth, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
+  const key = randomBytes(32);
+  const viewerOf = new WeakMap<Request, string>();
+  /** Requests this file makes itself to dispose of an unopened reservation. */
+  const internal = new WeakSet<Request>();
+  const reservations = new Map<string, Reservation>();
+  /** Open event streams: single-connection ones by token, distinct-mode ones by request. */
+  const streams = new Map<string | Request, OpenStream>();
+  const perViewer = new Map<string, number>();
+
+  const sign = (nonce: string, did: string) => createHmac('sha256', key).update(`${nonce}|${did}`).digest('base64url');
+  const mintStreamToken = (did: string) => {
+    const nonce = randomUUID();
+    return `${nonce}.${sign(nonce, did)}`;
+  };
+  const boundTo = (token: string, did: string) => {
+    const [nonce, mac] = token.split('.');
+    if (nonce === undefined || mac === undefined) return false;
+    const expected = Buffer.from(sign(nonce, did));
+    const given = Buffer.from(mac);
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  };
+  const release = (token: string) => {
+    const reservation = reservations.get(token);
+    if (reservation === undefined) return;
+    reservations.delete(token);
+    clearTimeout(reservation.timer);
+    const left = (perViewer.get(reservation.viewerDID) ?? 1) - 1;
+    if (left <= 0) perViewer.delete(reservation.viewerDID);
+    else perViewer.set(reservation.viewerDID, left);
+  };
+
+  const inner = useGraphQLSSE({
+    endpoint: GRAPHQL_SSE_ENDPOINT,
+    // Counts each result queued for a stream; a stream whose client has not read `maxBacklog` of them is ended.
+    onNext: (_ctx, req) => {
+      const request = req.raw as Request;
+      const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+      const stream = streams.get(token !== null && streams.has(token) ? token : request);
+      if (stream === undefined) return;
+      stream.sent++;
+      const waiting = stream.sent - stream.read;
+      // Behind and not reading (a burst alone is no reason), or ever so far behind.
+      if ((waiting > maxBacklog && Date.now() - stream.readAt > stallMs) || waiting > 10 * maxBacklog) stream.end();
+    },
+    // Which stream a request names: its token if bound to this viewer, else a fresh one
+    // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
+    authenticate: (req) => {
+      const request = req.raw as Request;
+      const did = viewerOf.get(request);
+      const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+      if (internal.has(request) && sent !== null) return sent;
+      if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
+      if (request.method === 'PUT') {
+        if ((perViewer.get(did) ?? 0) >= maxStreamsPerViewer) return refused(429, `too many event streams (at most ${maxStreamsPerViewer} per viewer)`, 'TOO_MANY_SUBSCRIPTIONS');
+        if (reservations.size >= maxStreams) return refused(503, `this server holds its maximum of ${maxStreams} event streams; retry later or elsewhere`, 'OVERLOADED');
+        const token = mintStreamToken(did);
+        const timer = setTimeout(() => disposeUnopened(token), reservationTimeoutMs);
+        timer.unref();
+        reservations.set(token, { viewerDID: did, opened: false, timer });
+        perViewer.set(did, (perViewer.get(did) ?? 0) + 1);
+        return token;
+      }
+      if (sent !== null && boundTo(sent, did)) return sent;
+      return randomUUID();
+    },
+  });
+
+  return {
+    onYogaInit: ({ yoga }) =>
+      inner.onYogaInit?.({
+        yoga: {
+          fetchAPI: yoga.fetchAPI,
+          getEnveloped: (initial: Parameters<typeof yoga.getEnveloped>[0]) => {
+            const enveloped = yoga.getEnveloped(initial);
+            return { ...enveloped, execute: withData(enveloped.execute), subscribe: withData(enveloped.subscribe) };
+          },
+        } as never,
+      }),
+    onRequest: async (payload) => {
+      const { request, endResponse, fetchAPI } = payload;
+      if (new URL(request.url).pathname !== GRAPHQL_SSE_ENDPOINT) return;
+      // OPTIONS (a preflight) is yoga's CORS plugin's, which already answered it.
+      let did: string | undefined;
+      try {
+        const { viewer } = await resolveCredentials(request.headers, auth, { now: now() });
+        if (viewer.kind !== 'anonymous') did = viewer.did;
+      } catch (error) {
+        if (!(error instanceof AuthenticationError)) throw error;
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message: error.message, extensions: { code: error.code } }] }), {
+            status: 401,
+            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': bearerChallenge(error) },
+          }),
+        );
+        return;
+      }
+      if (did === undefined) {
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'a bearer token is required (Authorization: Bearer <token>)', extensions: { code: 'UNAUTHENTICATED' } }] }), {
+            status: 401,
+            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': 'Bearer realm="connector-store"' },
+          }),
+        );
+        return;
+      }
+      viewerOf.set(request, did);
+      await inner.onRequest?.({
+        ...payload,
+        endResponse: (response) => endResponse(track(request, response)),
+      });
+    },
+  };
+
+  /**
+   * Follows every event stream the plugin answers with (a single-connection stream by its
+   * token, a distinct-mode one by its request): the reservation's place is freed when it ends,
+   * shutdown ends it, and a client that stops reading is cut off once {@link
+   * GraphQLSSEOptions.maxBacklog} results wait for it (see `onNext`). The plugin reads each operation's results
+   * as fast as they come and queues them for the client without bound, so the subscription's own
+   * slow-subscriber limit never sees a stalled client; this does.
+   */
+  function track(request: Request, response: Response): Response {
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream') || response.body === null) return response;
+    const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+    const reservation = token === null ? undefined : reservations.get(token);
+    if (reservation?.opened === true) return response;
+    const key: string | Request = reservation !== undefined ? token! : request;
+    if (reservation !== undefined) {
+      reservation.opened = true;
+      clearTimeout(reservation.timer);
+    }
+    const reader = response.body.getReader();
+    let unregister = () => {};
+    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const stream: OpenStream = { sent: 0, read: 0, readAt: Date.now(), ended: false, end: () => {} };
+    const finish = () => {
+      stream.ended = true;
+      unregister();
+      streams.delete(key);
+      if (reservation !== undefined) release(token!);
+    };
+    stream.end = () => {
+      if (stream.ended) return;
+      finish();
+      controller?.close();
+      void reader.cancel();
+    };
+    streams.set(key, stream);
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        controller = c;
+      },
+      async pull(c) {
+        const { done, value } = await reader.read();
+        if (stream.ended) return;
+        if (value !== undefined) {
+          // One message per read; results are `event: …` messages, keep-alive pings are comments (`:`).
+          if (value[0] === EVENT_MESSAGE_START) {
+            stream.read++;
+            stream.readAt = Date.now();
+          }
+          c.enqueue(value);
+        }
+        if (done) {
+          finish();
+          c.close();
+        }
+      },
+      async cancel(reason) {
+        finish();
+        await reader.cancel(reason);
+      },
+    });
+    // Shutdown: the client's stream ends now (whatever its operations are waiting for), then the plugin's.
+    unregister = register(stream.end);
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  }
+
+  /** A reservation never opened: open it from here and close it at once, so the plugin forgets it too. */
+  function disposeUnopened(token: string) {
+    const reservation = reservations.get(token);
+    if (reservation === undefined || reservation.opened) return;
+    release(token);
+    const request = new Request(`http://internal${GRAPHQL_SSE_ENDPOINT}?token=${encodeURIComponent(token)}`, { headers: { accept: 'text/event-stream' } });
+    internal.add(request);
+    void Promise.resolve(
+      inner.onRequest?.({
+        request,
+        url: new URL(request.url),
+        serverContext: {},
+        fetchAPI: { Response } as never,
+        requestHandler: undefined as never,
+        setRequestHandler: () => {},
+        endResponse: (response: Response) => void response.body?.cancel(),
+      } as never),
+    ).catch(() => {});
+  }
+}
+
+/**
+ * An execute or subscribe whose refusal (`{ errors }`, no `data`: a failed
+ * subscribe such as TOO_MANY_SUBSCRIPTIONS, a bad variable) gets `data: null`:
+ * graphql-sse's handler takes a result without `data` for execution
+ * arguments and answers 400 "Unable to detect operation AST" instead of
+ * streaming the errors to the client.
+ */
+function withData<Args extends unknown[]>(run: (...args: Args) => unknown): (...args: Args) => Promise<unknown> {
+  return async (...args) => {
+    const result = await run(...args);
+    if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result };
+    return result;
+  };
+}
+
+/** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
+type HandlerResponse = [string, { status: number; statusText: string; headers: Record<string, string> }];
+
+function refused(status: 401 | 429 | 503, message: string, code: string): HandlerResponse {
+  return [
+    JSON.stringify({ errors: [{ message, extensions: { code, ...(status === 503 && { retryable: true }) } }] }),
+    { status, statusText: { 401: 'Unauthorized', 429: 'Too Many Requests', 503: 'Service Unavailable' }[status], headers: { 'content-type': 'application/json; charset=utf-8' } },
+  ];
+}

@@ -1,0 +1,295 @@
+/**
+ * The operations console in a real headless Chromium (issue 13 item 5)
+ * against a development server started with `--demo`: one browser and one
+ * server per dialect for the whole file. The console signs in with the
+ * development key by itself (loopback page), the overview shows the demo
+ * counts, a claim made over HTTP appears in the operations table within a
+ * second without a reload, filtering by state and keyset paging both ways
+ * work, retrying a dead operation from its detail page changes its state, a
+ * stranger's token sees none of the owner's rows, and a refused token sends
+ * the user back to sign-in with the server's message. Every request of every
+ * page stays on 127.0.0.1. Screenshots of each view go to
+ * test-output/screenshots/console-*.png (ignored by git). SQLite runs every
+ * scenario; PostgreSQL the overview and the live claim.
+ */
+import { mkdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Browser, BrowserContext, Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
+import type { DialectName } from '../../src/db/connect.js';
+import { findChromium, keepOnLoopback, launchChromium, type LoopbackGuard } from '../helpers/browser.js';
+import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
+
+const AUDIENCE = 'connector-store-console';
+const CHROMIUM = findChromium();
+const SCREENSHOTS = fileURLToPath(new URL('../../test-output/screenshots/', import.meta.url));
+const dialects: DialectName[] = testDialects().filter(dialectAvailable);
+
+/** Puts `text` in a field at once, as a paste does (typing a 300-character token key by key takes seconds). */
+const paste = (page: Page, selector: string, text: string) => page.$eval(selector, (field, value) => void ((field as HTMLTextAreaElement).value = value), text);
+
+interface OpenPage {
+  page: Page;
+  guard: LoopbackGuard;
+  errors: string[];
+}
+
+describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    browser = await launchChromium(CHROMIUM!);
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  describe.each(dialects)('%s', (dialect) => {
+    const full = dialect === 'sqlite';
+    let cwd: string;
+    let owner: LocalKey;
+    let ownerToken: string;
+    let servers: E2EServers | undefined;
+    const contexts: BrowserContext[] = [];
+    const opened: OpenPage[] = [];
+    let origin = '';
+
+    beforeAll(async () => {
+      cwd = await mkdtemp(join(tmpdir(), 'cs-console-'));
+      // The server's local key owns the demo rows and is the key the console signs in with.
+      owner = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
+      servers = await startE2EServers(dialect, {
+        audience: AUDIENCE,
+        serviceDID: generateLocalKey().did,
+        name: 'console',
+        env: { NODE_ENV: 'development' },
+        cwd,
+        args: ['--demo'],
+      });
+      origin = servers.server.origin;
+      ownerToken = await mintToken({ privateKey: owner.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+      mkdirSync(SCREENSHOTS, { recursive: true });
+    }, 90_000);
+
+    afterAll(async () => {
+      for (const { guard, errors } of opened) {
+        expect(guard.foreign).toEqual([]);
+        expect(errors).toEqual([]);
+      }
+      for (const context of contexts) await context.close().catch(() => {});
+      await servers?.dispose();
+      await rm(cwd, { recursive: true, force: true });
+    });
+
+    /** A page in its own browser context (its own sessionStorage), on the loopback guard. */
+    async function openPage(width = 1280, height = 900): Promise<OpenPage> {
+      const context = await browser!.createBrowserContext();
+      contexts.push(context);
+      const page = await context.newPage();
+      await page.setViewport({ width, height });
+      const guard = await keepOnLoopback(page);
+      const errors: string[] = [];
+      page.on('pageerror', (error) => errors.push(String(error)));
+      const entry = { page, guard, errors };
+      opened.push(entry);
+      return entry;
+    }
+
+    const api = async <T = any>(query: string, variables: Record<string, unknown> = {}, token = ownerToken) => {
+      const { status, body } = await postGraphQL<T>(servers!.server, token, query, variables);
+      expect(status).toBe(200);
+      expect(body.errors).toBeUndefined();
+      return body.data!;
+    };
+    const shot = (page: Page, name: string, fullPage = true) => (full ? page.screenshot({ path: join(SCREENSHOTS, `console-${name}.png`), fullPage }) : Promise.resolve());
+    const openSubscriptions = async () => Number((await (await fetch(`${origin}/metrics`)).text()).match(/^connector_store_subscriptions_open\{transport="sse"\} (\d+)$/m)?.[1] ?? 0);
+    const rowIDs = (page: Page) => page.$$eval('[data-testid=operations-table] tbody tr[data-operation-id]', (rows) => rows.map((row) => row.getAttribute('data-operation-id')));
+
+    it('signs in with the development key by itself and the overview shows the demo counts', async () => {
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=counts-by-state] .card');
+      const expected = await api<{ operationCounts: { state: string; count: number }[] }>('{ operationCounts { state count } }');
+      const shown = await page.$$eval('[data-testid=counts-by-state] [data-state]', (cards) =>
+        cards.map((card) => ({ state: card.getAttribute('data-state'), count: Number(card.querySelector('.card-count')?.textContent?.replace(/\D/g, '')) })),
+      );
+      expect(shown).toEqual(expected.operationCounts);
+      expect(expected.operationCounts.reduce((sum, row) => sum + row.count, 0)).toBeGreaterThan(5);
+      const stuck = await api<{ operationCounts: { count: number }[] }>('{ operationCounts(filter: { stuck: true }, groupBy: []) { count } }');
+      expect(await page.$eval('[data-testid=stuck-count] .card-count', (el) => el.textContent)).toBe(String(stuck.operationCounts[0]!.count));
+      // Signed in as the local key (a user), and the token never left this tab's sessionStorage for localStorage.
+      expect(await page.$eval('.who .did', (el) => el.getAttribute('title'))).toBe(owner.did);
+      expect(await page.evaluate(() => ({ local: localStorage.length, session: Object.keys(sessionStorage) }))).toEqual({ local: 0, session: ['connector-store-console.session'] });
+      await page.waitForSelector('[data-testid=counts-by-connector] tbody tr');
+      await shot(page, 'overview');
+    });
+
+    it('a claim made over HTTP appears in the operations table within a second, without a reload', async () => {
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=operations-table] tbody tr[data-operation-id]');
+      const before = await rowIDs(page);
+      await expect.poll(openSubscriptions, { timeout: 5_000 }).toBeGreaterThan(0);
+      const operationID = `console-live-${dialect}`;
+      const claimed = Date.now();
+      const { claimOperation } = await api(CLAIM, { input: claimInput({ operationID, connectorName: 'google', model: 'calendar.event' }) });
+      expect(claimOperation.outcome).toBe('CLAIMED');
+      // Announced in the table, not pushed in under the reader's eyes.
+      await page.waitForFunction((id) => document.querySelector('[data-testid=new-rows]')?.textContent?.includes(id), { timeout: 1_000 }, operationID);
+      const seenAfterMs = Date.now() - claimed;
+      expect(seenAfterMs).toBeLessThan(1_000);
+      expect(await rowIDs(page)).toEqual(before);
+      // The viewport only: what the reader sees when the bar appears.
+      await shot(page, 'operations-live', false);
+      await page.click('[data-testid=new-rows]');
+      await page.waitForFunction((id) => document.querySelector(`[data-testid=operations-table] tr[data-operation-id="${id}"]`) !== null, { timeout: 5_000 }, operationID);
+      expect((await rowIDs(page))[0]).toBe(operationID);
+      expect(await page.url()).toBe(`${origin}/console/operations`);
+      await shot(page, 'operations');
+    });
+
+    it.skipIf(!full)('filters by state, and pages both ways by cursor', async () => {
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=operations-table] tbody tr[data-operation-id]');
+      await page.click('.chips input[name=state][value=DEAD]');
+      await page.waitForFunction(() => location.search === '?state=DEAD');
+      const dead = await api<{ operations: { totalCount: number; edges: { node: { operationID: string } }[] } }>(
+        '{ operations(first: 25, filter: { states: [DEAD] }) { totalCount edges { node { operationID } } } }',
+      );
+      await page.waitForFunction((n) => document.querySelector('[data-testid=operations-total]')?.textContent === `${n} operation${n === 1 ? '' : 's'}`, {}, dead.operations.totalCount);
+      expect(await rowIDs(page)).toEqual(dead.operations.edges.map((edge) => edge.node.operationID));
+      expect(await page.$$eval('[data-testid=operations-table] tbody tr[data-operation-id] td:nth-child(2) .badge', (badges) => [...new Set(badges.map((b) => b.textContent))])).toEqual(['dead']);
+      await shot(page, 'operations-filtered');
+
+      // Keyset pages of 3: older, older, then newer again gives the same rows as before.
+      const all = await api<{ operations: { edges: { node: { operationID: string } }[] } }>('{ operations(first: 9) { edges { node { operationID } } } }');
+      const ids = all.operations.edges.map((edge) => edge.node.operationID);
+      await page.goto(`${origin}/console/operations?size=3`, { waitUntil: 'load' });
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=operations-table] tbody tr[data-operation-id]').length === 3);
+      expect(await rowIDs(page)).toEqual(ids.slice(0, 3));
+      const pageTo = async (label: string, expected: string[]) => {
+        const [button] = await page.$$(`xpath/.//nav[@aria-label="Pages"]//button[contains(., "${label}")]`);
+        await button!.click();
+        await page.waitForFunction((first) => document.querySelector('[data-testid=operations-table] tbody tr[data-operation-id]')?.getAttribute('data-operation-id') === first, {}, expected[0]);
+        expect(await rowIDs(page)).toEqual(expected);
+      };
+      await pageTo('Older', ids.slice(3, 6));
+      await pageTo('Older', ids.slice(6, 9));
+      expect(new URL(page.url()).searchParams.get('after')).not.toBeNull();
+      await pageTo('Newer', ids.slice(3, 6));
+      expect(new URL(page.url()).searchParams.get('before')).not.toBeNull();
+      await pageTo('Newer', ids.slice(0, 3));
+    });
+
+    it.skipIf(!full)('retrying a dead operation from its detail page makes it live again, recorded in its history; cancelling it with a reason makes it dead', async () => {
+      const found = await api<{ operations: { edges: { node: { id: string; operationID: string } }[] } }>('{ operations(first: 1, filter: { states: [DEAD] }) { edges { node { id operationID } } } }');
+      const dead = found.operations.edges[0]!.node;
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations/${encodeURIComponent(dead.id)}`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=attempt-history]');
+      expect(await page.$eval('.detail-head .badge', (el) => el.textContent)).toBe('dead');
+      await shot(page, 'operation-detail');
+      await page.click('[data-testid=retry]');
+      await page.waitForFunction(() => document.querySelector('[data-testid=action-outcome]')?.textContent?.startsWith('Retried'), { timeout: 5_000 });
+      const now = await api<{ node: { state: string; sendMarkerSet: boolean } }>('query($id: ID!) { node(id: $id) { ... on ConnectorOperation { state sendMarkerSet } } }', { id: dead.id });
+      // Live again; this demo operation's request may have reached the provider, so it reconciles first (never a blind resend).
+      expect(now.node.state).toBe(now.node.sendMarkerSet ? 'RECONCILE_ONLY' : 'ATTEMPTED');
+      const shown = now.node.state.replace(/_/g, ' ').toLowerCase();
+      await page.waitForFunction((text) => document.querySelector('.detail-head .badge')?.textContent === text, { timeout: 5_000 }, shown);
+      await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=attempt-history] .badge')].some((b) => b.textContent === 'retry'), { timeout: 5_000 });
+      await shot(page, 'operation-retried');
+
+      // Live again, so it can be cancelled, with a reason that lands in its last error and history.
+      await page.click('.actions button.danger');
+      await page.waitForSelector('.cancel-form input[name=reason]');
+      await page.type('.cancel-form input[name=reason]', 'duplicate of another event');
+      await page.click('.cancel-form button[type=submit]');
+      await page.waitForFunction(() => document.querySelector('[data-testid=action-outcome]')?.textContent?.startsWith('Cancelled'), { timeout: 5_000 });
+      await page.waitForFunction(() => document.querySelector('.detail-head .badge')?.textContent === 'dead', { timeout: 5_000 });
+      await page.waitForFunction(() => document.querySelector('.last-error pre')?.textContent?.includes('duplicate of another event'), { timeout: 5_000 });
+      const cancelled = await api<{ node: { state: string; lastError: string } }>('query($id: ID!) { node(id: $id) { ... on ConnectorOperation { state lastError } } }', { id: dead.id });
+      expect(cancelled.node).toEqual({ state: 'DEAD', lastError: expect.stringContaining('duplicate of another event') });
+    });
+
+    it.skipIf(!full)('watches, sync states and sweeps list the demo rows, and a watch opens with its repull action', async () => {
+      const { page } = await openPage();
+      for (const [path, table] of [
+        ['watches', 'watches-table'],
+        ['sync-states', 'sync-states-table'],
+        ['sweeps?show=all', 'sweeps-table'],
+      ] as const) {
+        await page.goto(`${origin}/console/${path}`, { waitUntil: 'load' });
+        await page.waitForSelector(`[data-testid=${table}] tbody tr`);
+        await shot(page, path.split('?')[0]!);
+      }
+      await page.goto(`${origin}/console/watches`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=watches-table] tbody tr a');
+      await page.click('[data-testid=watches-table] tbody tr a');
+      await page.waitForSelector('[data-testid=request-repull]');
+      await page.click('[data-testid=request-repull]');
+      await page.waitForFunction(() => document.querySelector('.actions .notice')?.textContent?.startsWith('Repull requested'), { timeout: 5_000 });
+      await shot(page, 'watch-detail');
+    });
+
+    it.skipIf(!full)('a stranger’s token sees none of the owner’s rows; a refused token goes back to sign-in with the server’s message; a private key signs in with tokens minted in the page', async () => {
+      const stranger = generateLocalKey();
+      const strangerToken = await mintToken({ privateKey: stranger.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/`, { waitUntil: 'load' });
+      await page.waitForSelector('.who button');
+      await page.click('.who button');
+      await page.waitForSelector('textarea[name=token]');
+      await shot(page, 'sign-in');
+      await paste(page, 'textarea[name=token]', strangerToken);
+      await page.click('form[aria-labelledby=with-token] button[type=submit]');
+      await page.waitForSelector('[data-testid=counts-by-state] .card');
+      expect(await page.$eval('.who .did', (el) => el.getAttribute('title'))).toBe(stranger.did);
+      expect(await page.$$eval('[data-testid=counts-by-state] [data-state] .card-count', (counts) => counts.map((c) => c.textContent))).toEqual(['0', '0', '0', '0']);
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('.state-empty');
+      expect(await page.$('[data-testid=operations-table]')).toBeNull();
+      expect(await page.$eval('.who .did', (el) => el.getAttribute('title'))).toBe(stranger.did);
+
+      // A token the server refuses (a forged signature): back to sign-in, with why.
+      await page.click('.who button');
+      await page.waitForSelector('textarea[name=token]');
+      await paste(page, 'textarea[name=token]', `${strangerToken.slice(0, -6)}AAAAAA`);
+      await page.click('form[aria-labelledby=with-token] button[type=submit]');
+      await page.waitForSelector('[data-testid=sign-in-message]', { timeout: 5_000 });
+      expect(await page.$eval('[data-testid=sign-in-message]', (el) => el.textContent)).toMatch(/^The server refused the token: .*signature/i);
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+
+      // A private key instead: the page mints its own tokens (client/token.ts) for the server's audience.
+      const keyed = generateLocalKey();
+      await paste(page, 'textarea[name=jwk]', JSON.stringify(keyed.privateKeyJWK));
+      await page.click('form[aria-labelledby=with-key] button[type=submit]');
+      await page.waitForFunction((did) => document.querySelector('.who .did')?.getAttribute('title') === did, { timeout: 5_000 }, keyed.did);
+      await page.waitForSelector('.state-empty');
+      const stored = await page.evaluate(() => JSON.parse(sessionStorage.getItem('connector-store-console.session') ?? '{}') as { token: string; source: string });
+      expect(stored.source).toBe('private key');
+      const claims = JSON.parse(Buffer.from(stored.token.split('.')[1]!, 'base64url').toString()) as { iss: string; aud: string; iat: number; exp: number };
+      expect(claims).toMatchObject({ iss: keyed.did, aud: AUDIENCE });
+      expect(claims.exp - claims.iat).toBe(900);
+      expect(JSON.stringify(await page.evaluate(() => ({ ...sessionStorage, ...localStorage })))).not.toContain(String(keyed.privateKeyJWK.d));
+    });
+
+    it.skipIf(!full)('is usable on a phone', async () => {
+      const { page } = await openPage(390, 844);
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=operations-table] tbody tr[data-operation-id]');
+      // Nothing wider than the screen but the table's own scroller.
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      await shot(page, 'phone-operations');
+      await page.goto(`${origin}/console/`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=counts-by-state] .card');
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      await shot(page, 'phone-overview');
+    });
+  });
+});
