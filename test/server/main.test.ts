@@ -104,7 +104,8 @@ describe('npm start (process)', () => {
     expect(await running.exited).toBe(0);
     running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0' });
     await waitFor(() => listeningURL(running!), 'the server after the first stopped');
-  });
+    // Three server starts in one test: ~3 s each on a quiet machine, five times that under a loaded full suite.
+  }, 60_000);
 
   it('starts on a fresh machine: the database directory does not exist yet', async () => {
     running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', DATABASE_URL: `sqlite:${join(cwd, 'data', 'nested', 'store.sqlite')}` });
