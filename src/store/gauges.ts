@@ -9,6 +9,7 @@ import { sql, type SelectQueryBuilder } from 'kysely';
 import type { Database } from '../db/tables.js';
 import type { StoreContext } from './context.js';
 import { COUNT_CAP, type BoundedCount } from './count.js';
+import { dueOperationsQuery } from './operations/due.js';
 import { filtered } from './operations/list.js';
 import { OPERATION_TABLE } from './operations/row.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperationState } from './operations/types.js';
@@ -43,14 +44,8 @@ export async function readStoreGauges(store: StoreContext): Promise<StoreGauges>
   const live = [...LIVE_OPERATION_STATES];
   const noLabel = sql<string | null>`cast(null as text)`;
   const metric = (name: string) => sql<string>`${sql.lit(name)}`.as('metric');
-  // Due exactly as listDueOperations: the due index (state, next_attempt_at) serves it.
-  const due = () =>
-    db
-      .selectFrom(OPERATION_TABLE)
-      .where('state', 'in', live)
-      .where('next_attempt_at', '<=', now)
-      .where('defer_reason', 'is', null)
-      .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]));
+  // Due exactly as listDueOperations lists it.
+  const due = () => dueOperationsQuery(store, now);
   const bounded = (name: string, label: string | null, query: SelectQueryBuilder<Database, any, {}>): Part =>
     db
       .selectFrom(query.select(sql<number>`1`.as('one')).limit(COUNT_CAP + 1).as('bounded'))

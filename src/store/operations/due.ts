@@ -37,6 +37,20 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
 }
 
 /**
+ * The rows that are due at `now` (live, `next_attempt_at <= now`, not
+ * deferred, lease absent or expired), served by the due index; what
+ * {@link listDueOperations} lists and the `/metrics` backlog counts.
+ */
+export function dueOperationsQuery(store: StoreContext, now: number) {
+  return store.db
+    .selectFrom(OPERATION_TABLE)
+    .where('state', 'in', [...LIVE_OPERATION_STATES])
+    .where('next_attempt_at', '<=', now)
+    .where('defer_reason', 'is', null)
+    .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]));
+}
+
+/**
  * Live operations ready for a worker: `next_attempt_at <= now`, not
  * deferred, lease absent or expired; oldest first (`next_attempt_at`, then
  * `node_key`), at most `limit`. `now` defaults to the store clock.
@@ -45,13 +59,8 @@ export async function listDueOperations(store: StoreContext, input: { limit: num
   requireNonNegativeInteger('limit', input.limit);
   if (input.limit === 0) return [];
   const now = input.now ?? store.now();
-  const rows = await store.db
-    .selectFrom(OPERATION_TABLE)
+  const rows = await dueOperationsQuery(store, now)
     .selectAll()
-    .where('state', 'in', [...LIVE_OPERATION_STATES])
-    .where('next_attempt_at', '<=', now)
-    .where('defer_reason', 'is', null)
-    .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
     .orderBy('next_attempt_at', 'asc')
     .orderBy('node_key', 'asc')
     .limit(input.limit)
