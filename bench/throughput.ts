@@ -43,12 +43,12 @@ const AUDIENCE = 'connector-store-bench';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-interface Target {
+export interface Target {
   url: string;
   process: ChildProcess;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -59,9 +59,9 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function startProcess(script: string, env: Record<string, string>, readyPath: string): Promise<Target> {
+export async function startProcess(script: string, env: Record<string, string>, readyPath: string, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -83,21 +83,21 @@ async function startProcess(script: string, env: Record<string, string>, readyPa
   throw new Error(`${script} did not become ready: ${stderr}`);
 }
 
-function cpuTicks(child: ChildProcess): number {
+export function cpuTicks(child: ChildProcess): number {
   // Fields after the command name: state is field 3, utime 14, stime 15.
   const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);
 }
 
-interface Measured {
+export interface Measured {
   rps: number;
   p50: number;
   p99: number;
   cpuMsPerRequest: number;
 }
 
-async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
+export async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
   const before = cpuTicks(target.process);
   const result = await autocannon({
     url: target.url,
@@ -121,7 +121,7 @@ async function load(target: Target, requests: Request[], perUnit: number, header
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** A request whose body is built per request (autocannon calls setupRequest for each). */
-function post(body: (context: Record<string, any>) => unknown, onResponse?: (body: any, context: Record<string, any>) => void): Request {
+export function post(body: (context: Record<string, any>) => unknown, onResponse?: (body: any, context: Record<string, any>) => void): Request {
   return {
     method: 'POST',
     path: '/graphql',
@@ -157,7 +157,7 @@ const claimInput = (operationID: string) => ({
 });
 
 /** The app's and the raw baseline's request sequences of one scenario. */
-function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[]; floor?: boolean }[] {
+export function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[]; floor?: boolean }[] {
   const fenced = (c: Record<string, any>) => ({ id: c.id, version: c.version, leaseToken: c.token });
   const keep = (field: string) => (body: any, c: Record<string, any>) => {
     const payload = body.data?.[field];
@@ -200,7 +200,7 @@ function scenarios(): { name: string; perUnit: number; app: () => Request[]; bas
 }
 
 /** 10 000 operations (one in four committed to a document with a watch), by SQL in one statement each. */
-async function seed(dialect: string, url: string, owner: string): Promise<void> {
+export async function seed(dialect: string, url: string, owner: string): Promise<void> {
   const operations = `insert into kubun_connector_operation
       (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
        payload_hash, reissue_intent, document_id, state, attempts, version, created_at, updated_at)
@@ -224,7 +224,7 @@ async function seed(dialect: string, url: string, owner: string): Promise<void> 
   }
 }
 
-async function scratchDatabase(dialect: string): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
+export async function scratchDatabase(dialect: string): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
   if (dialect === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'cs-bench-'));
     return { url: `sqlite:${join(dir, 'bench.sqlite')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };

@@ -22,6 +22,7 @@ import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
 import type { ConsoleBuild } from './console-build.js';
+import { useRequestBodyLimit } from './body-limit.js';
 import { useConsole } from './console.js';
 import type { DevelopmentCredentials } from './dev-credentials.js';
 import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
@@ -189,6 +190,8 @@ export function createServerApp({
     ...(tracerProvider !== undefined ? [useTracing(tracerProvider)] : []),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection());
+  // After every plugin: it wraps whichever request parser was chosen.
+  plugins.push(useRequestBodyLimit(config.limits.maxBodyBytes));
 
   const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
     schema,
@@ -200,8 +203,8 @@ export function createServerApp({
     healthCheckEndpoint: '/healthz',
     // No cross-origin access unless CORS_ORIGINS lists the origin; never in the header mode.
     cors: corsPolicy(config.corsOrigins, config.auth.insecureHeaderAuth),
-    // Yoga's own limit: a declared length over it is 413 before the body is read, an undeclared (chunked) body is counted as it comes, a bogus length is 400.
-    maxRequestBodySize: config.limits.maxBodyBytes,
+    // MAX_BODY_BYTES is useRequestBodyLimit's (body-limit.ts): yoga's pipes every body through a counting stream.
+    maxRequestBodySize: false,
     // `documentId` names a persisted document (GraphQL over HTTP); refused as unexpected unless they are on.
     ...(persistedDocuments !== undefined && { extraParamNames: ['documentId'] }),
     logging: logger.child({ component: 'yoga' }),

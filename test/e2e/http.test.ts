@@ -397,6 +397,31 @@ for (const dialect of testDialects()) {
       expect(answer).toMatch(/^HTTP\/1\.1 408/);
     });
 
+    it('a declared body over MAX_BODY_BYTES gets 413 before it is sent; bytes past a declared length are never part of the body', async () => {
+      const { hostname, port } = new URL(running().origin);
+      const exchange = async (request: string) => {
+        const socket = connect(Number(port), hostname);
+        await once(socket, 'connect');
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk.toString()));
+        socket.on('error', () => {});
+        socket.write(request);
+        // (`once` would reject on the reset that follows a refused body.)
+        await Promise.race([new Promise((r) => socket.on('close', r)), new Promise((r) => setTimeout(r, 3_000))]);
+        socket.destroy();
+        return answer;
+      };
+      const head = `POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nauthorization: Bearer ${tokens.alice}\r\ncontent-type: application/json\r\n`;
+      // Only the headers go out: the answer cannot have waited for 200 001 bytes.
+      expect(await exchange(`${head}content-length: 200001\r\n\r\n`)).toMatch(/^HTTP\/1\.1 413/);
+      // The declared length is the body; what follows it is the next request, answered on its own.
+      const body = JSON.stringify({ query: '{ __typename }' });
+      const answers = await exchange(`${head}content-length: ${body.length}\r\n\r\n${body}GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nconnection: close\r\n\r\n`);
+      expect(answers).toMatch(/^HTTP\/1\.1 200/);
+      expect(answers).toContain('{"data":{"__typename":"Query"}}');
+      expect(answers.match(/HTTP\/1\.1 200/g)).toHaveLength(2);
+    });
+
     it('a chunked body over MAX_BODY_BYTES gets 413 and the connection is closed (its unread rest cannot poison the next request)', async () => {
       const { hostname, port } = new URL(running().origin);
       const socket = connect(Number(port), hostname);
