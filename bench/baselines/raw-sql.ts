@@ -96,7 +96,8 @@ const iso = (ms: unknown) => new Date(Number(ms)).toISOString();
 const notify = async (kind: string, ...nodeKeys: unknown[]) => {
   if (db.notify) await db.query('select pg_notify(?, ?)', ['kubun_connector_changes', nodeKeys.map((k) => `${kind}:${k}`).join(' ')]);
 };
-const fence = 'caller_did = ? and operation_id = ? and version = ? and lease_token = ?';
+// The store's fence: the key finds the row, the rest is checked on it (src/store/row-checks.ts).
+const fence = 'caller_did = ? and operation_id = ? and (version is not distinct from ? and lease_token is not distinct from ?)';
 
 async function list(first: number) {
   const rows = await db.query(`select * from kubun_connector_operation order by created_at desc, node_key desc limit ?`, [first + 1]);
@@ -156,7 +157,7 @@ async function start(body: { operationID: string; version: number; leaseToken: s
   const now = Date.now();
   const [row] = await db.query(
     `update kubun_connector_operation set attempts = attempts + 1, send_marker = null, last_kind = null, updated_at = ?
-     where ${fence} and state in ('attempted', 'reconcile_only') and lease_expires_at > ? returning *`,
+     where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
     [now, CALLER, body.operationID, body.version, body.leaseToken, now],
   );
   await notify('o', row!.node_key);
@@ -166,7 +167,7 @@ async function start(body: { operationID: string; version: number; leaseToken: s
 async function sent(body: { operationID: string; version: number; leaseToken: string }) {
   const now = Date.now();
   const [row] = await db.query(
-    `update kubun_connector_operation set send_marker = ?, updated_at = ? where ${fence} and state = 'attempted' and lease_expires_at > ? returning *`,
+    `update kubun_connector_operation set send_marker = ?, updated_at = ? where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
     [`marker-${body.operationID}`, now, CALLER, body.operationID, body.version, body.leaseToken, now],
   );
   await notify('o', row!.node_key);
@@ -182,7 +183,7 @@ async function finalize(body: { operationID: string; version: number; leaseToken
     const [op] = await query(
       `update kubun_connector_operation set state = 'committed', document_id = ?, result_entity = ?, updated_at = ?, lease_token = null,
          lease_expires_at = null, finalized_lease_digest = ?
-       where ${fence} and state in ('attempted', 'committed') returning *`,
+       where ${fence} and (state is not distinct from 'attempted' or state is not distinct from 'committed') returning *`,
       [documentID, '{"id":"remote-1"}', now, 'digest', CALLER, body.operationID, body.version, body.leaseToken],
     );
     if (db.notify) await query('select pg_advisory_xact_lock(?, hashtext(?))', [7, JSON.stringify([CALLER, 'calendar.event', documentID])]);

@@ -6,6 +6,7 @@ import type { ConnectorOperation, ConnectorOperationState } from '../operations/
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import { getWatch } from '../projection-watches/read.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
+import { rowHas } from '../row-checks.js';
 
 /**
  * States finalize may commit from, as the reference has it: an attempt in
@@ -99,9 +100,8 @@ export async function finalizeOperationAndArmWatch(
       })
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)
-      .where('state', 'in', FINALIZABLE_STATES)
-      .where('version', '=', input.version)
-      .where('lease_token', '=', input.leaseToken)
+      // Checked on the row the key found, never a way to find it (row-checks.ts).
+      .where((eb) => eb.and([rowHas(eb, 'state', FINALIZABLE_STATES), rowHas(eb, 'version', input.version), rowHas(eb, 'lease_token', input.leaseToken)]))
       // The committed row comes back with the write: no read after commit.
       .returningAll()
       .executeTakeFirst();

@@ -12,6 +12,7 @@ import type { ExpressionBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
+import { rowHas } from '../row-checks.js';
 import { recordAction, recordActions, redactAttemptMessage } from './history.js';
 import { checkScope, filtered, filterMatchesNothing, type OperationFilter } from './list.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
@@ -66,8 +67,7 @@ export async function applyOperationAction(store: StoreContext, input: Operation
       .set((eb) => ({ ...changes(eb, input, now), version: eb('version', '+', 1), lease_token: null, lease_expires_at: null, updated_at: now }))
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)
-      .where('version', '=', input.version)
-      .where('state', 'in', [...FROM[input.action]])
+      .where((eb) => eb.and([rowHas(eb, 'version', input.version), rowHas(eb, 'state', FROM[input.action])]))
       .returningAll()
       .executeTakeFirst();
     if (row === undefined) throw await whyRefused(tx, input);
@@ -165,7 +165,7 @@ export async function applyOperationActionToMany(store: StoreContext, input: Bul
       .updateTable(OPERATION_TABLE)
       .set((eb) => ({ ...changes(eb, input, now), version: eb('version', '+', 1), lease_token: null, lease_expires_at: null, updated_at: now }))
       .where((eb) => eb(eb.refTuple('caller_did', 'operation_id'), 'in', batch.map((k) => eb.tuple(k.caller_did, k.operation_id))))
-      .where('state', 'in', [...FROM[input.action]])
+      .where((eb) => rowHas(eb, 'state', FROM[input.action]))
       .returningAll()
       .execute();
     await recordActions(

@@ -2,6 +2,7 @@
 import type { OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { InvalidInputError } from '../errors.js';
+import { rowHas } from '../row-checks.js';
 import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage } from './history.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, fencedUpdate, type FenceRule } from './fence.js';
@@ -115,11 +116,7 @@ export async function recordOperationOutcome(
         }),
         // The values the schedule was computed from.
         guard: (eb) =>
-          eb.and([
-            eb('state', '=', current.state),
-            eb('attempts', '=', Number(current.attempts)),
-            current.last_kind === null ? eb('last_kind', 'is', null) : eb('last_kind', '=', current.last_kind),
-          ]),
+          eb.and([rowHas(eb, 'state', current.state), rowHas(eb, 'attempts', Number(current.attempts)), rowHas(eb, 'last_kind', current.last_kind)]),
       };
     });
     await closeAttempt(

@@ -4,10 +4,11 @@
  * and lease-liveness guards) that never changes the version. When it matches
  * no row, the row is read once to say why: gone, stale lease, or wrong state.
  */
-import type { ExpressionBuilder, ExpressionWrapper, SqlBool, UpdateObject } from 'kysely';
+import type { Expression, ExpressionBuilder, SqlBool, UpdateObject } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleLeaseError } from '../errors.js';
+import { rowHas } from '../row-checks.js';
 import { isLeaseLive, OPERATION_TABLE, selectOperationRow } from './row.js';
 import type { ConnectorOperationState, OperationFence } from './types.js';
 
@@ -33,7 +34,7 @@ export interface FenceRule {
 const MAX_ROUNDS = 5;
 
 type OperationUpdate = UpdateObject<Database, typeof OPERATION_TABLE>;
-type OperationGuard = ExpressionWrapper<Database, typeof OPERATION_TABLE, SqlBool>;
+type OperationGuard = Expression<SqlBool>;
 
 function fencedQuery(store: StoreContext, fence: OperationFence, rule: FenceRule, now: number, set: (eb: OperationEB) => OperationUpdate) {
   let query = store.db
@@ -41,9 +42,8 @@ function fencedQuery(store: StoreContext, fence: OperationFence, rule: FenceRule
     .set(set)
     .where('caller_did', '=', fence.key.callerDID)
     .where('operation_id', '=', fence.key.operationID)
-    .where('version', '=', fence.version)
-    .where('lease_token', '=', fence.leaseToken)
-    .where('state', 'in', [...rule.states]);
+    // Checked on the row the key found, never a way to find it (row-checks.ts).
+    .where((eb) => eb.and([rowHas(eb, 'version', fence.version), rowHas(eb, 'lease_token', fence.leaseToken), rowHas(eb, 'state', rule.states)]));
   if (rule.requireLiveLease) query = query.where('lease_expires_at', '>', now);
   return query;
 }

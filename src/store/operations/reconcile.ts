@@ -4,6 +4,7 @@ import { requireBoolean } from '../validate.js';
 import { resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, type FenceRule } from './fence.js';
 import { rowToOperation } from './row.js';
+import { rowHas } from '../row-checks.js';
 import type { ConnectorOperation, OperationFence } from './types.js';
 import { requireFence } from './validate.js';
 
@@ -44,7 +45,7 @@ export async function recordReconcileResult(
         : { state: 'attempted', send_marker: null, next_attempt_at: now, defer_reason: null };
     return {
       set: () => ({ ...schedule, ...etag, updated_at: now }),
-      guard: (eb) => eb('attempts', '=', attempts),
+      guard: (eb) => rowHas(eb, 'attempts', attempts),
     };
   });
   return rowToOperation(row);

@@ -3,6 +3,7 @@ import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES } from './types.js';
 import { OPERATION_TABLE } from './row.js';
+import { rowHas } from '../row-checks.js';
 
 /**
  * CAS on the version read in `read`: a new lease token, `version + 1`, and an
@@ -37,8 +38,7 @@ export async function takeOverLease(
     }))
     .where('caller_did', '=', read.caller_did)
     .where('operation_id', '=', read.operation_id)
-    .where('version', '=', Number(read.version))
-    .where('state', 'in', [...LIVE_OPERATION_STATES])
+    .where((eb) => eb.and([rowHas(eb, 'version', Number(read.version)), rowHas(eb, 'state', LIVE_OPERATION_STATES)]))
     .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
     .returningAll()
     .executeTakeFirst();

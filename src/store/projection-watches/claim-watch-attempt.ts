@@ -4,6 +4,7 @@ import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, WatchRef } from './types.js';
 import { matchesRef } from './watch-predicates.js';
 import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
+import { rowHas } from '../row-checks.js';
 
 /** Input of {@link claimWatchAttempt}: the watch, the version its caller read, and how long to hold it. */
 export type ClaimWatchAttemptInput = WatchRef & {
@@ -36,8 +37,8 @@ export async function claimWatchAttempt(store: StoreContext, input: ClaimWatchAt
     .updateTable('kubun_connector_projection_watch')
     .set((eb) => ({ claimed_until: now + input.claimMs, version: eb('version', '+', 1), updated_at: now }))
     .where(matchesRef(input))
-    .where('version', '=', input.version)
-    .where('verification_status', '=', 'pending_verification')
+    // Checked on the row the key found, never a way to find it (row-checks.ts).
+    .where((eb) => eb.and([rowHas(eb, 'version', input.version), rowHas(eb, 'verification_status', 'pending_verification')]))
     .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
     .returningAll()
     .executeTakeFirst();

@@ -6,6 +6,7 @@ import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, VerificationOutcome, WatchRef } from './types.js';
 import { matchesRef } from './watch-predicates.js';
 import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
+import { rowHas } from '../row-checks.js';
 
 /** How verification results reschedule a watch. */
 export interface VerificationPolicy {
@@ -93,8 +94,7 @@ export async function recordVerification(store: StoreContext, input: RecordVerif
       .updateTable('kubun_connector_projection_watch')
       .set({ ...changes, claimed_until: null, version: row.version + 1, updated_at: now })
       .where(matchesRef(input))
-      .where('version', '=', input.version)
-      .where('repair_generation', '=', input.repairGeneration)
+      .where((eb) => eb.and([rowHas(eb, 'version', input.version), rowHas(eb, 'repair_generation', input.repairGeneration)]))
       .returningAll()
       .executeTakeFirst();
     if (updated === undefined) {

@@ -1,0 +1,128 @@
+/**
+ * Keyed writes find their row by its key whatever the statistics say
+ * (issue 10, "key lookups and fenced writes use the primary key"): the
+ * tables are analyzed while no operation holds a lease, has attempts or a
+ * last kind and no watch is pending, then fill with rows that do, unanalyzed
+ * (what a young or fast-growing table looks like to the planner). Every
+ * UPDATE a write-back and a verification issue is then explained with its
+ * own parameters: each must reach its table through the primary key (or the
+ * unique node key), never through the partial index of held leases, the
+ * attempts index or a status index that the stale statistics make look empty.
+ */
+import { CompiledQuery, type KyselyPlugin, type RootOperationNode } from 'kysely';
+import { expect, it } from 'vitest';
+import type { StoreContext } from '../../src/store/context.js';
+import { finalizeOperationAndArmWatch } from '../../src/store/finalize/index.js';
+import { applyOperationAction, markOperationSent, recordOperationOutcome, startOperationAttempt } from '../../src/store/operations/index.js';
+import { claimWatchAttempt, recordVerification } from '../../src/store/projection-watches/index.js';
+import { describeEachDialect, type DialectSuite } from '../helpers/databases.js';
+import { claimFresh } from '../helpers/operation-claim-fixtures.js';
+import { CALLER, OWNER } from '../helpers/row-fixtures.js';
+
+const ROWS = 3_000;
+
+/** A copy of `store` that keeps every UPDATE it executes, compiled with its parameters. */
+function recordingUpdates(store: StoreContext): { store: StoreContext; updates: CompiledQuery[] } {
+  const updates: CompiledQuery[] = [];
+  const nodes = new Map<unknown, RootOperationNode>();
+  const plugin: KyselyPlugin = {
+    transformQuery: (args) => {
+      if (args.node.kind === 'UpdateQueryNode') nodes.set(args.queryId, args.node);
+      return args.node;
+    },
+    transformResult: async (args) => {
+      const node = nodes.get(args.queryId);
+      if (node !== undefined) updates.push(store.db.getExecutor().compileQuery(node, args.queryId));
+      nodes.delete(args.queryId);
+      return args.result;
+    },
+  };
+  return { store: { ...store, db: store.db.withPlugin(plugin) }, updates };
+}
+
+/** Rows by SQL: `rows` operations (and a watch per fourth one) shaped by `state`, `lease`, `attempts`, `kind`, `status`. */
+async function bulkRows(suite: DialectSuite, prefix: string, shape: { state: string; lease: boolean; attempts: number; kind: string | null; status: string }) {
+  const series =
+    suite.dialect === 'postgres'
+      ? (body: string) => `${body} from generate_series(1, ${ROWS}) as s(i)`
+      : (body: string) => `with recursive s(i) as (select 1 union all select i + 1 from s where i < ${ROWS}) ${body} from s`;
+  const text = (value: string | null) => (value === null ? 'null' : `'${value}'`);
+  const lease = shape.lease ? `'tok-' || i, 4102444800000` : 'null, null';
+  await suite.store.db.executeQuery(
+    CompiledQuery.raw(
+      series(`insert into kubun_connector_operation
+        (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
+         payload_hash, reissue_intent, state, attempts, last_kind, version, lease_token, lease_expires_at, next_attempt_at, created_at, updated_at)
+        select '${CALLER}', '${prefix}-' || i, '${prefix}' || i, '${OWNER}', 'google', 'calendar.event', 'create', 'account-1', 'primary',
+          'e-${prefix}-' || i, 'h', 'none', '${shape.state}', ${shape.attempts}, ${text(shape.kind)}, 0, ${lease}, 1700000000000, 1700000000000 + i, 1700000000000`),
+    ),
+  );
+  await suite.store.db.executeQuery(
+    CompiledQuery.raw(
+      series(`insert into kubun_connector_projection_watch
+        (owner_did, connector_name, model, account_key, source_id, node_key, document_id, verification_status, next_attempt_at, created_at, updated_at)
+        select '${OWNER}', 'google', 'calendar.event', 'account-1', 'src-${prefix}-' || i, 'w${prefix}' || i, 'doc-${prefix}-' || i,
+          '${shape.status}', 1700000000000, 1700000000000, 1700000000000`),
+    ),
+  );
+}
+
+/** The indexes (or table scans) a statement's plan reaches `table` by. */
+async function accessPaths(suite: DialectSuite, query: CompiledQuery, table: string): Promise<string[]> {
+  if (suite.dialect === 'postgres') {
+    const { rows } = await suite.store.db.executeQuery<{ 'QUERY PLAN': unknown }>(CompiledQuery.raw(`explain (format json) ${query.sql}`, [...query.parameters]));
+    const paths: string[] = [];
+    const walk = (node: Record<string, unknown>) => {
+      if (node['Relation Name'] === table && String(node['Node Type']).endsWith('Scan')) paths.push(String(node['Index Name'] ?? node['Node Type']));
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    return paths;
+  }
+  const { rows } = await suite.store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`explain query plan ${query.sql}`, [...query.parameters]));
+  return rows.map((row) => row.detail).filter((detail) => new RegExp(`\\b(SCAN|SEARCH) ${table}\\b`).test(detail));
+}
+
+describeEachDialect('keyed writes find their row by its key whatever the statistics say', (suite) => {
+  it('claim → start → sent → outcome → finalize → cancel, claim and verify the watch: every UPDATE goes through the key', { timeout: 60_000 }, async () => {
+    // Analyzed while nothing holds a lease, has attempts or a last kind, and no watch is pending.
+    await bulkRows(suite, 'old', { state: 'committed', lease: false, attempts: 0, kind: null, status: 'verified' });
+    await suite.store.db.executeQuery(CompiledQuery.raw('analyze'));
+    // Then the table fills with exactly such rows, behind the planner's back.
+    await bulkRows(suite, 'new', { state: 'attempted', lease: true, attempts: 3, kind: 'retryable', status: 'pending_verification' });
+
+    const { store, updates } = recordingUpdates(suite.store);
+    const claimed = await claimFresh(store, { operationID: 'keyed', callerDID: CALLER, ownerDID: OWNER });
+    await startOperationAttempt(store, claimed.fence);
+    await markOperationSent(store, { ...claimed.fence, sendMarker: 'marker-keyed' });
+    await recordOperationOutcome(store, { ...claimed.fence, kind: 'retryable', lastHTTPStatus: 503 });
+    const { watch } = await finalizeOperationAndArmWatch(store, {
+      ...claimed.fence,
+      documentID: 'doc-keyed',
+      resultEntity: { id: 'remote-1' },
+      currentWinnerDigest: 'winner-1',
+      watchIdentity: { ownerDID: OWNER, connectorName: 'google', model: 'calendar.event', accountKey: 'account-1', sourceID: 'src-keyed' },
+    });
+    const other = await claimFresh(store, { operationID: 'keyed-cancel', callerDID: CALLER, ownerDID: OWNER });
+    await applyOperationAction(store, { key: other.fence.key, version: other.fence.version, action: 'cancel', actorDID: OWNER, reason: 'not needed' });
+    const watchClaim = await claimWatchAttempt(store, { nodeKey: watch!.nodeKey, version: watch!.version, claimMs: 30_000 });
+    await recordVerification(store, { nodeKey: watch!.nodeKey, version: watchClaim.version, repairGeneration: watchClaim.repairGeneration, outcome: { kind: 'match', digest: 'winner-1' } });
+
+    const byTable = { kubun_connector_operation: 0, kubun_connector_projection_watch: 0 };
+    for (const update of updates) {
+      const table = /^update "(\w+)"/.exec(update.sql)?.[1];
+      if (table !== 'kubun_connector_operation' && table !== 'kubun_connector_projection_watch') continue;
+      byTable[table]++;
+      const keys =
+        suite.dialect === 'postgres'
+          ? [`${table}_pkey`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key']
+          : ['PRIMARY KEY', `sqlite_autoindex_${table}_1`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key'];
+      const paths = await accessPaths(suite, update, table);
+      expect(paths, update.sql).not.toHaveLength(0);
+      for (const path of paths) expect(keys.some((key) => path.includes(key)), `${path}\n  for ${update.sql}`).toBe(true);
+    }
+    // start, sent, outcome, finalize, cancel; claim and verify the watch (arming inserts it).
+    expect(byTable.kubun_connector_operation).toBeGreaterThanOrEqual(5);
+    expect(byTable.kubun_connector_projection_watch).toBeGreaterThanOrEqual(2);
+  });
+});
