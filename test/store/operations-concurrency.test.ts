@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { createStoreContext, type StoreContext } from '../../src/store/context.js';
 import { StaleLeaseError } from '../../src/store/errors.js';
-import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent } from '../../src/store/operations/index.js';
+import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent, startOperationAttempt } from '../../src/store/operations/index.js';
 import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
 import { claimFresh, claimInput, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
 import { getOperationRow } from '../helpers/row-fixtures.js';
@@ -66,6 +66,20 @@ describeEachDialect('operations: concurrency', (suite) => {
       );
       expect(results.filter((r) => r.acquired)).toHaveLength(1);
       expect((await getOperationByKey(suite.store, KEY))?.version).toBe(1);
+    });
+
+    it('20 concurrent attempt starts by one holder: all count, each its own history row', async () => {
+      const { fence } = await claimFresh(suite.store);
+      // Each history position is read after the row lock, so no two racers take the same one.
+      await withPools((pools) => Promise.all(Array.from({ length: 20 }, (_, i) => startOperationAttempt(pools[i % 2]!, fence))));
+      expect((await getOperationRow(suite.store, KEY))?.attempts).toBe(20);
+      const history = await suite.store.db.selectFrom('kubun_connector_operation_history').select(['seq', 'attempt']).orderBy('seq').execute();
+      expect(history.map((row) => Number(row.seq))).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      expect(new Set(history.map((row) => Number(row.attempt))).size).toBe(20);
+      // Then one mark-sent stamps the newest attempt only.
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'marker-1' });
+      const stamped = await suite.store.db.selectFrom('kubun_connector_operation_history').select('seq').where('sent_at', 'is not', null).execute();
+      expect(stamped.map((row) => Number(row.seq))).toEqual([20]);
     });
 
     it('mark-sent racing a takeover: reconcile_only exactly when a mark landed before it', async () => {
