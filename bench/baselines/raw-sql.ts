@@ -65,7 +65,9 @@ function postgresRunner(connectionString: string): Runner {
 
 function sqliteRunner(path: string): Runner {
   const db = new SQLite(path);
+  // The server's settings (src/db/connect.ts).
   db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   const statements = new Map<string, SQLite.Statement>();
   const run = async (text: string, params: unknown[] = []) => {
@@ -153,32 +155,52 @@ async function claim(operationID: string) {
   };
 }
 
+// Start and mark-sent as the store runs them: the operation read by its id first (the API's node
+// argument), then the fenced update and its attempt-history write in one transaction, then the notice.
+const byKey = 'select * from kubun_connector_operation where caller_did = ? and operation_id = ?';
+const newestOpen = `caller_did = ? and operation_id = ? and ended_at is null
+  and seq = (select max(seq) from kubun_connector_operation_history where caller_did = ? and operation_id = ?)`;
+
 async function start(body: { operationID: string; version: number; leaseToken: string }) {
   const now = Date.now();
-  const [row] = await db.query(
-    `update kubun_connector_operation set attempts = attempts + 1, send_marker = null, last_kind = null, updated_at = ?
-     where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
-    [now, CALLER, body.operationID, body.version, body.leaseToken, now],
-  );
-  await notify('o', row!.node_key);
-  return { data: { startOperationAttempt: { operation: { id: id('ConnectorOperation', row!.node_key), attempts: row!.attempts } } } };
+  await db.query(byKey, [CALLER, body.operationID]);
+  const row = await db.transaction(async (query) => {
+    const [updated] = await query(
+      `update kubun_connector_operation set attempts = attempts + 1, send_marker = null, last_kind = null, last_http_status = null, updated_at = ?
+       where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
+      [now, CALLER, body.operationID, body.version, body.leaseToken, now],
+    );
+    await query(
+      `insert into kubun_connector_operation_history (caller_did, operation_id, seq, kind, attempt, started_at)
+       select ?, ?, coalesce(max(seq), 0) + 1, 'attempt', ?, ? from kubun_connector_operation_history where caller_did = ? and operation_id = ?`,
+      [CALLER, body.operationID, updated!.attempts, now, CALLER, body.operationID],
+    );
+    return updated!;
+  });
+  await notify('o', row.node_key);
+  return { data: { startOperationAttempt: { operation: { id: id('ConnectorOperation', row.node_key), attempts: row.attempts } } } };
 }
 
 async function sent(body: { operationID: string; version: number; leaseToken: string }) {
   const now = Date.now();
-  const [row] = await db.query(
-    `update kubun_connector_operation set send_marker = ?, updated_at = ? where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
-    [`marker-${body.operationID}`, now, CALLER, body.operationID, body.version, body.leaseToken, now],
-  );
-  await notify('o', row!.node_key);
-  return { data: { markOperationSent: { operation: { id: id('ConnectorOperation', row!.node_key) } } } };
+  await db.query(byKey, [CALLER, body.operationID]);
+  const row = await db.transaction(async (query) => {
+    const [updated] = await query(
+      `update kubun_connector_operation set send_marker = ?, updated_at = ? where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
+      [`marker-${body.operationID}`, now, CALLER, body.operationID, body.version, body.leaseToken, now],
+    );
+    await query(`update kubun_connector_operation_history set sent_at = ? where ${newestOpen}`, [now, CALLER, body.operationID, CALLER, body.operationID]);
+    return updated!;
+  });
+  await notify('o', row.node_key);
+  return { data: { markOperationSent: { operation: { id: id('ConnectorOperation', row.node_key) } } } };
 }
 
 async function finalize(body: { operationID: string; version: number; leaseToken: string }) {
   const now = Date.now();
   const documentID = `doc-${body.operationID}`;
   // The app reads the operation by its node id before the transaction; so does the baseline (by key).
-  await db.query('select * from kubun_connector_operation where caller_did = ? and operation_id = ?', [CALLER, body.operationID]);
+  await db.query(byKey, [CALLER, body.operationID]);
   const { op, watch } = await db.transaction(async (query) => {
     const [op] = await query(
       `update kubun_connector_operation set state = 'committed', document_id = ?, result_entity = ?, updated_at = ?, lease_token = null,
