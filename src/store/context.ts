@@ -2,7 +2,7 @@
  * What every store function takes first: the database (or the transaction it
  * runs in), its dialect, and the injectable clock and id source.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
 import type { DialectName } from '../db/connect.js';
 import type { Database } from '../db/tables.js';
@@ -22,9 +22,23 @@ export interface StoreContext extends StoreDeps {
   dialect: DialectName;
 }
 
+/**
+ * Random bytes from `crypto`, drawn 4 KiB at a time and each used once (as
+ * `crypto.randomUUID` buffers its own): a `randomBytes(16)` per id was one
+ * system call each, about 2 % of a write-back's CPU.
+ */
+const randomPool = Buffer.alloc(4_096);
+let randomOffset = randomPool.length;
+
 /** 128 bits from `crypto`, base64url (22 characters). */
 export function defaultRandomID(): string {
-  return randomBytes(16).toString('base64url');
+  if (randomOffset + 16 > randomPool.length) {
+    randomFillSync(randomPool);
+    randomOffset = 0;
+  }
+  const id = randomPool.toString('base64url', randomOffset, randomOffset + 16);
+  randomOffset += 16;
+  return id;
 }
 
 /** Builds a store context with the default clock and id source unless given. */
