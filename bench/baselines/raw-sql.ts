@@ -100,6 +100,7 @@ const notify = async (kind: string, ...nodeKeys: unknown[]) => {
 };
 // The store's fence: the key finds the row, the rest is checked on it (src/store/row-checks.ts).
 const fence = 'caller_did = ? and operation_id = ? and (version is not distinct from ? and lease_token is not distinct from ?)';
+const byKey = 'select * from kubun_connector_operation where caller_did = ? and operation_id = ?';
 
 async function list(first: number) {
   const rows = await db.query(`select * from kubun_connector_operation order by created_at desc, node_key desc limit ?`, [first + 1]);
@@ -132,8 +133,7 @@ async function list(first: number) {
 
 async function claim(operationID: string) {
   const now = Date.now();
-  const existing = await db.query('select * from kubun_connector_operation where caller_did = ? and operation_id = ?', [CALLER, operationID]);
-  if (existing.length > 0) return { data: { claimOperation: { outcome: 'IN_FLIGHT' } } };
+  // As the store: insert first, read only when the key exists.
   const token = randomBytes(16).toString('base64url');
   const [row] = await db.query(
     `insert into kubun_connector_operation
@@ -143,13 +143,17 @@ async function claim(operationID: string) {
      on conflict (caller_did, operation_id) do nothing returning *`,
     [CALLER, operationID, randomBytes(16).toString('base64url'), CALLER, `event-${operationID}`, `hash-${operationID}`, now, randomBytes(16).toString('base64url'), token, now + LEASE_MS, now, now],
   );
-  await notify('o', row!.node_key);
+  if (row === undefined) {
+    await db.query(byKey, [CALLER, operationID]);
+    return { data: { claimOperation: { outcome: 'IN_FLIGHT' } } };
+  }
+  await notify('o', row.node_key);
   return {
     data: {
       claimOperation: {
         outcome: 'CLAIMED',
-        operation: { id: id('ConnectorOperation', row!.node_key), state: 'ATTEMPTED' },
-        lease: { token, version: row!.version, expiresAt: iso(row!.lease_expires_at) },
+        operation: { id: id('ConnectorOperation', row.node_key), state: 'ATTEMPTED' },
+        lease: { token, version: row.version, expiresAt: iso(row.lease_expires_at) },
       },
     },
   };
@@ -157,7 +161,6 @@ async function claim(operationID: string) {
 
 // Start and mark-sent as the store runs them: the operation read by its id first (the API's node
 // argument), then the fenced update and its attempt-history write in one transaction, then the notice.
-const byKey = 'select * from kubun_connector_operation where caller_did = ? and operation_id = ?';
 const newestOpen = `caller_did = ? and operation_id = ? and ended_at is null
   and seq = (select max(seq) from kubun_connector_operation_history where caller_did = ? and operation_id = ?)`;
 

@@ -75,7 +75,16 @@ export async function setColumns(store: StoreContext, key: OperationKey, values:
  * write that depends on it, on either dialect.
  */
 export function withHookAfterSelects(store: StoreContext, hook: (selectNumber: number) => Promise<void>): StoreContext {
-  let selects = 0;
+  return withStatementHook(store, { kind: 'SelectQueryNode', when: 'after' }, hook);
+}
+
+/** Like {@link withHookAfterSelects}, for the statements of another kind (`InsertQueryNode`, …), before or after each runs. */
+export function withStatementHook(
+  store: StoreContext,
+  at: { kind: string; when: 'before' | 'after' },
+  hook: (statementNumber: number) => Promise<void>,
+): StoreContext {
+  let count = 0;
   const wrap = <T extends object>(target: T): T =>
     new Proxy(target, {
       get(real, property) {
@@ -83,9 +92,11 @@ export function withHookAfterSelects(store: StoreContext, hook: (selectNumber: n
         if (typeof value !== 'function') return value;
         if (property === 'execute' || property === 'executeTakeFirst' || property === 'executeTakeFirstOrThrow') {
           return async (...args: unknown[]) => {
-            const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(real, args);
             const node = (real as { toOperationNode?: () => { kind: string } }).toOperationNode?.();
-            if (node?.kind === 'SelectQueryNode') await hook(++selects);
+            const matches = node?.kind === at.kind;
+            if (matches && at.when === 'before') await hook(++count);
+            const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+            if (matches && at.when === 'after') await hook(++count);
             return result;
           };
         }

@@ -18,6 +18,7 @@ import {
   LEASE_MS,
   setColumns,
   withHookAfterSelects,
+  withStatementHook,
 } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, getOperationRow, OWNER } from '../helpers/row-fixtures.js';
 
@@ -87,9 +88,23 @@ describeEachDialect('operations: claim', (suite) => {
       expect(new Set([a.operation.nodeKey, b.operation.nodeKey, c.operation.nodeKey]).size).toBe(3);
     });
 
+    it('a row deleted between the conflicting insert and its read (retention) is claimed anew', async () => {
+      await claimFresh(suite.store);
+      suite.clock.advance(LEASE_MS);
+      const first = await getOperationRow(suite.store, keyOf(claimInput()));
+      const racing = withStatementHook(suite.store, { kind: 'SelectQueryNode', when: 'before' }, async (n) => {
+        if (n === 1) await suite.store.db.deleteFrom('kubun_connector_operation').execute();
+      });
+      const result = await claimOperation(racing, claimInput());
+      expect(result.outcome).toBe('CLAIMED');
+      expect(result.operation.nodeKey).not.toBe(first?.node_key);
+      expect(await getOperationRow(suite.store, keyOf(claimInput()))).toMatchObject({ lease_token: result.lease?.token, version: 0 });
+    });
+
     it('loses an insert race to a concurrent claim and reports IN_FLIGHT', async () => {
       let competitor: Awaited<ReturnType<typeof claimOperation>> | undefined;
-      const racing = withHookAfterSelects(suite.store, async (n) => {
+      // The competitor's row lands just before this claim's INSERT, which then conflicts: the row is read and judged.
+      const racing = withStatementHook(suite.store, { kind: 'InsertQueryNode', when: 'before' }, async (n) => {
         if (n === 1) competitor = await claimOperation(suite.store, claimInput());
       });
       const result = await claimOperation(racing, claimInput());

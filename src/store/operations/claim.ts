@@ -69,9 +69,13 @@ const MAX_CLAIM_ROUNDS = 5;
 export async function claimOperation(store: StoreContext, input: ClaimOperationInput): Promise<ClaimOperationResult> {
   validateClaim(input);
   const now = store.now();
+  // A new key is the common case: one INSERT. It conflicts only when the row exists (or a concurrent claim just made it).
+  const inserted = await insertClaimed(store, input, now);
+  if (inserted !== undefined) return inserted;
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
     const row = await selectOperationRow(store, input);
     if (row === undefined) {
+      // Gone since (retention, the document sweep): claim it anew.
       const inserted = await insertClaimed(store, input, now);
       if (inserted !== undefined) return inserted;
       continue; // a concurrent claim inserted first: judge its row
