@@ -12,6 +12,7 @@ import { operationCountsMigration } from './0004-operation-counts.js';
 import { operationHistoryMigration } from './0005-operation-history.js';
 import { operationFailureIndexesMigration } from './0006-operation-failure-indexes.js';
 import { syncStateProgressedAtMigration } from './0007-sync-state-progressed-at.js';
+import { operationOwnerForeignIndexMigration } from './0008-operation-owner-foreign-index.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -25,5 +26,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0005-operation-history': operationHistoryMigration(types),
     '0006-operation-failure-indexes': operationFailureIndexesMigration(types),
     '0007-sync-state-progressed-at': syncStateProgressedAtMigration(types),
+    '0008-operation-owner-foreign-index': operationOwnerForeignIndexMigration(types),
   };
 }

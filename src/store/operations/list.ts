@@ -106,7 +106,8 @@ type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
  * A keyset page of the visible operations, newest first by
  * (`created_at`, `node_key`) descending; never OFFSET. For a viewer the two
  * visibility paths (as caller, as owner but not caller) are read as two
- * index-ordered branches merged by the database.
+ * index-ordered branches merged by the database, each from an index that
+ * holds only its rows.
  */
 export async function listOperations(store: StoreContext, input: ListOperationsInput): Promise<OperationPage> {
   const forward = input.first !== undefined;
@@ -132,7 +133,9 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
     rows = await branch(null).execute();
   } else {
     const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
-    const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '!=', viewer)]));
+    // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
+    // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
+    const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
     rows = await store.db
       .selectFrom(
         store.db
