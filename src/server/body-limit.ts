@@ -21,8 +21,10 @@ const CONTENT_LENGTH = /^\d+$/;
 const tooLarge = () => new GraphQLError('Request body too large', { extensions: { http: { status: 413 }, code: 'REQUEST_ENTITY_TOO_LARGE' } });
 const invalidLength = () => new GraphQLError('Content-Length header is invalid.', { extensions: { http: { status: 400 }, code: 'BAD_REQUEST' } });
 
+type FetchAPI = Parameters<NonNullable<Plugin['onRequestParse']>>[0]['fetchAPI'];
+
 /** `request` with its body counted as it is read: past `limit` bytes the read fails with 413. */
-function countingBody(request: Request, limit: number, fetchAPI: { Request: typeof Request; TransformStream: typeof TransformStream }): Request {
+function countingBody(request: Request, limit: number, fetchAPI: FetchAPI): Request {
   // A native stream needs the native TransformStream; whatwg-node's ponyfill body needs its own.
   const Transform = request.body instanceof ReadableStream ? globalThis.TransformStream : fetchAPI.TransformStream;
   let read = 0;
@@ -50,7 +52,7 @@ export function useRequestBodyLimit(limit: number): Plugin {
         if ((serverContext as { req?: unknown }).req instanceof IncomingMessage) return;
       }
       if (requestParser === undefined || request.body === null) return;
-      setRequestParser((next) => requestParser(countingBody(next, limit, fetchAPI as never)));
+      setRequestParser((next) => requestParser(countingBody(next, limit, fetchAPI)));
     },
   };
 }

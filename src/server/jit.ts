@@ -15,7 +15,7 @@
  * never compiled (their streams, filters and cancellation stay on
  * graphql-js), nor is a document graphql-jit cannot compile.
  */
-import { getOperationAST, type DocumentNode, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import { getOperationAST, type DocumentNode, type ExecutionArgs } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { makeExecute, type Plugin } from 'graphql-yoga';
 
@@ -36,12 +36,11 @@ function deeperThan(value: unknown, limit: number): boolean {
 /** The yoga plugin. */
 export function useCompiledExecution(): Plugin {
   // Per parsed document (yoga's parser cache hands out the same object) and operation name; null: not compilable.
-  const compiled = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, Map<string, CompiledQuery | null>>>();
+  // One plugin per server app, so one schema.
+  const compiled = new WeakMap<DocumentNode, Map<string, CompiledQuery | null>>();
   const compiledFor = (args: ExecutionArgs): CompiledQuery | null => {
-    let bySchema = compiled.get(args.schema);
-    if (bySchema === undefined) compiled.set(args.schema, (bySchema = new WeakMap()));
-    let byName = bySchema.get(args.document);
-    if (byName === undefined) bySchema.set(args.document, (byName = new Map()));
+    let byName = compiled.get(args.document);
+    if (byName === undefined) compiled.set(args.document, (byName = new Map()));
     const name = args.operationName ?? '';
     let query = byName.get(name);
     if (query === undefined) {

@@ -9,79 +9,43 @@
  * unique node key), never through the partial index of held leases, the
  * attempts index or a status index that the stale statistics make look empty.
  */
-import { CompiledQuery, type KyselyPlugin, type RootOperationNode } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import { expect, it } from 'vitest';
-import type { StoreContext } from '../../src/store/context.js';
 import { finalizeOperationAndArmWatch } from '../../src/store/finalize/index.js';
 import { applyOperationAction, markOperationSent, recordOperationOutcome, startOperationAttempt } from '../../src/store/operations/index.js';
 import { claimWatchAttempt, recordVerification } from '../../src/store/projection-watches/index.js';
 import { describeEachDialect, type DialectSuite } from '../helpers/databases.js';
+import { accessPaths, overSeries, recordingStatements } from '../helpers/query-plans.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, OWNER } from '../helpers/row-fixtures.js';
 
 const ROWS = 3_000;
 
-/** A copy of `store` that keeps every statement it executes, compiled with its parameters. */
-function recordingUpdates(store: StoreContext): { store: StoreContext; updates: CompiledQuery[] } {
-  const updates: CompiledQuery[] = [];
-  const nodes = new Map<unknown, RootOperationNode>();
-  const plugin: KyselyPlugin = {
-    transformQuery: (args) => {
-      // Nested builders (subqueries, CTEs) pass here under ids of their own, whose results never come.
-      nodes.set(args.queryId, args.node);
-      return args.node;
-    },
-    transformResult: async (args) => {
-      const node = nodes.get(args.queryId);
-      if (node !== undefined) updates.push(store.db.getExecutor().compileQuery(node, args.queryId));
-      nodes.delete(args.queryId);
-      return args.result;
-    },
-  };
-  return { store: { ...store, db: store.db.withPlugin(plugin) }, updates };
-}
-
 /** Rows by SQL: `rows` operations (and a watch per fourth one) shaped by `state`, `lease`, `attempts`, `kind`, `status`. */
 async function bulkRows(suite: DialectSuite, prefix: string, shape: { state: string; lease: boolean; attempts: number; kind: string | null; status: string }) {
-  const series =
-    suite.dialect === 'postgres'
-      ? (body: string) => `${body} from generate_series(1, ${ROWS}) as s(i)`
-      : (body: string) => `with recursive s(i) as (select 1 union all select i + 1 from s where i < ${ROWS}) ${body} from s`;
   const text = (value: string | null) => (value === null ? 'null' : `'${value}'`);
   const lease = shape.lease ? `'tok-' || i, 4102444800000` : 'null, null';
   await suite.store.db.executeQuery(
-    CompiledQuery.raw(
-      series(`insert into kubun_connector_operation
+    overSeries(
+      suite.dialect,
+      ROWS,
+      `insert into kubun_connector_operation
         (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
          payload_hash, reissue_intent, state, attempts, last_kind, version, lease_token, lease_expires_at, next_attempt_at, created_at, updated_at)
         select '${CALLER}', '${prefix}-' || i, '${prefix}' || i, '${OWNER}', 'google', 'calendar.event', 'create', 'account-1', 'primary',
-          'e-${prefix}-' || i, 'h', 'none', '${shape.state}', ${shape.attempts}, ${text(shape.kind)}, 0, ${lease}, 1700000000000, 1700000000000 + i, 1700000000000`),
+          'e-${prefix}-' || i, 'h', 'none', '${shape.state}', ${shape.attempts}, ${text(shape.kind)}, 0, ${lease}, 1700000000000, 1700000000000 + i, 1700000000000`,
     ),
   );
   await suite.store.db.executeQuery(
-    CompiledQuery.raw(
-      series(`insert into kubun_connector_projection_watch
+    overSeries(
+      suite.dialect,
+      ROWS,
+      `insert into kubun_connector_projection_watch
         (owner_did, connector_name, model, account_key, source_id, node_key, document_id, verification_status, next_attempt_at, created_at, updated_at)
         select '${OWNER}', 'google', 'calendar.event', 'account-1', 'src-${prefix}-' || i, 'w${prefix}' || i, 'doc-${prefix}-' || i,
-          '${shape.status}', 1700000000000, 1700000000000, 1700000000000`),
+          '${shape.status}', 1700000000000, 1700000000000, 1700000000000`,
     ),
   );
-}
-
-/** The indexes (or table scans) a statement's plan reaches `table` by. */
-async function accessPaths(suite: DialectSuite, query: CompiledQuery, table: string): Promise<string[]> {
-  if (suite.dialect === 'postgres') {
-    const { rows } = await suite.store.db.executeQuery<{ 'QUERY PLAN': unknown }>(CompiledQuery.raw(`explain (format json) ${query.sql}`, [...query.parameters]));
-    const paths: string[] = [];
-    const walk = (node: Record<string, unknown>) => {
-      if (node['Relation Name'] === table && String(node['Node Type']).endsWith('Scan')) paths.push(String(node['Index Name'] ?? node['Node Type']));
-      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
-    };
-    walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-    return paths;
-  }
-  const { rows } = await suite.store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`explain query plan ${query.sql}`, [...query.parameters]));
-  return rows.map((row) => row.detail).filter((detail) => new RegExp(`\\b(SCAN|SEARCH) ${table}\\b`).test(detail));
 }
 
 describeEachDialect('keyed writes find their row by its key whatever the statistics say', (suite) => {
@@ -92,7 +56,7 @@ describeEachDialect('keyed writes find their row by its key whatever the statist
     // Then the table fills with exactly such rows, behind the planner's back.
     await bulkRows(suite, 'new', { state: 'attempted', lease: true, attempts: 3, kind: 'retryable', status: 'pending_verification' });
 
-    const { store, updates } = recordingUpdates(suite.store);
+    const { store, statements: updates } = recordingStatements(suite.store);
     const claimed = await claimFresh(store, { operationID: 'keyed', callerDID: CALLER, ownerDID: OWNER });
     await startOperationAttempt(store, claimed.fence);
     await markOperationSent(store, { ...claimed.fence, sendMarker: 'marker-keyed' });
@@ -119,7 +83,7 @@ describeEachDialect('keyed writes find their row by its key whatever the statist
         suite.dialect === 'postgres'
           ? [`${table}_pkey`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key']
           : ['PRIMARY KEY', `sqlite_autoindex_${table}_1`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key'];
-      const paths = await accessPaths(suite, update, table);
+      const paths = await accessPaths(suite.store, update, table);
       expect(paths, update.sql).not.toHaveLength(0);
       for (const path of paths) expect(keys.some((key) => path.includes(key)), `${path}\n  for ${update.sql}`).toBe(true);
     }

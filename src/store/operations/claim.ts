@@ -76,8 +76,8 @@ export async function claimOperation(store: StoreContext, input: ClaimOperationI
     const row = await selectOperationRow(store, input);
     if (row === undefined) {
       // Gone since (retention, the document sweep): claim it anew.
-      const inserted = await insertClaimed(store, input, now);
-      if (inserted !== undefined) return inserted;
+      const anew = await insertClaimed(store, input, now);
+      if (anew !== undefined) return anew;
       continue; // a concurrent claim inserted first: judge its row
     }
     const settled = judgeExisting(row, input, now);
