@@ -9,7 +9,7 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { TracerProvider } from '@opentelemetry/api';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, type ValidationContext } from 'graphql';
 import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
@@ -89,7 +89,10 @@ export function createServerApp({
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
   const requestIDs = new WeakMap<Request, string>();
-  const requestIDOf = (request: Request): string => {
+  /** Requests the graphql-sse endpoint runs in place of the one that arrived (operation-admission.ts): one id, one log line. */
+  const arrivedAs = new WeakMap<Request, Request>();
+  const requestIDOf = (derived: Request): string => {
+    const request = arrivedAs.get(derived) ?? derived;
     let id = requestIDs.get(request);
     if (id === undefined) {
       const sent = request.headers.get('x-request-id');
@@ -151,6 +154,12 @@ export function createServerApp({
     // The graphql-sse protocol at /graphql/stream (single-connection and distinct modes), with the limits of /graphql.
     useGraphQLSSEProtocol({
       auth: config.auth,
+      admission: {
+        maxBodyBytes: config.limits.maxBodyBytes,
+        persistedDocuments,
+        noteOperation: (request, operationName) => requestLog.noteOperation(request, operationName),
+        noteDerived: (original, derived) => void arrivedAs.set(derived, original),
+      },
       now: () => store.now(),
       maxStreamsPerViewer: config.limits.maxSubscriptionsPerViewer,
       maxStreams: config.limits.maxSubscriptions,
@@ -177,8 +186,9 @@ export function createServerApp({
     // Before the parser, which recurses on nested literals.
     useNestingLimit(MAX_DOCUMENT_NESTING),
     maxTokensPlugin({ n: config.limits.maxTokens }),
-    maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true }),
-    maxAliasesPlugin({ n: config.limits.maxAliases }),
+    // Reported as validation errors (400 GRAPHQL_VALIDATION_FAILED on every transport), not thrown out of validate().
+    maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true, ...reportedAsValidationErrors }),
+    maxAliasesPlugin({ n: config.limits.maxAliases, ...reportedAsValidationErrors }),
     useQueryCostBudget(config.limits.maxCost, COST_ARGUMENTS),
     useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
@@ -243,7 +253,7 @@ export function createServerApp({
         throw error;
       }
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
-      if (request !== undefined) requestLog.noteViewer(request, viewer.kind);
+      if (request !== undefined) requestLog.noteViewer(arrivedAs.get(request) ?? request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
       await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip: req?.socket?.remoteAddress ?? null });
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
@@ -270,6 +280,17 @@ export function createServerApp({
     persistedDocuments,
   };
 }
+
+/**
+ * graphql-armor's validation rules throw their refusal out of `validate()` by
+ * default, which yoga answered with HTTP 200 and no `extensions.code`, and
+ * graphql-ws as an internal error; reported to the validation context instead,
+ * they are ordinary validation errors everywhere.
+ */
+const reportedAsValidationErrors = {
+  propagateOnRejection: false,
+  onReject: [(context: ValidationContext | null, error: GraphQLError) => context?.reportError(new GraphQLError(error.message.replace(/^Syntax Error: /, '')))],
+};
 
 /**
  * Refuses a POST whose body is not JSON (`application/graphql`, forms,

@@ -56,3 +56,32 @@ export function useRequestBodyLimit(limit: number): Plugin {
     },
   };
 }
+
+/**
+ * The same rule for a transport that reads bodies itself (graphql-sse on
+ * `/graphql/stream`): a declared length is checked first (400 / 413), then
+ * the bytes are counted as they arrive. Throws the GraphQLError yoga's
+ * path answers with.
+ */
+export async function readBodyWithin(request: Request, limit: number): Promise<string> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null) {
+    if (!CONTENT_LENGTH.test(declared)) throw invalidLength();
+    if (Number(declared) > limit) throw tooLarge();
+  }
+  if (request.body === null) return '';
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let read = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    read += value.byteLength;
+    if (read > limit) {
+      void reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -7,12 +7,16 @@
  * "single connection" mode: the client reserves one stream (PUT), opens it
  * (GET, `text/event-stream`) and POSTs any number of operations onto it.
  *
- * `@graphql-yoga/plugin-graphql-sse` runs each operation through the yoga
- * app's own parse, validate (graphql-armor limits), context (credentials,
- * rate limits, the subscription limiter of transport `sse`), execute and
- * error masking. Around it this file adds what the plugin leaves open:
+ * graphql-sse's own fetch handler serves the protocol; every operation it
+ * runs first passes the request-level rules of `/graphql` (body limit,
+ * persisted documents: operation-admission.ts) and then the yoga app's own
+ * parse, validate (graphql-armor limits), context (credentials, rate limits,
+ * the subscription limiter of transport `sse`), execute and error masking
+ * (`prepareOperation`), with the codes and statuses `/graphql` answers.
+ * (`@graphql-yoga/plugin-graphql-sse` did the latter only, and let a plain
+ * document through `PERSISTED_DOCUMENTS=only`: issue 19 item 1.) Around it:
  * - every request to the endpoint (reserve, open, operate, stop) needs valid
- *   credentials: a bad or missing token is 401 before the plugin runs, so
+ *   credentials: a bad or missing token is 401 before the handler runs, so
  *   nobody holds a stream for nobody;
  * - a stream token is bound to the viewer that reserved it (an HMAC of the
  *   viewer's DID under a per-process key), so another viewer's requests
@@ -24,15 +28,16 @@
  *   close open with their pings);
  * - a stream whose client stops reading is ended once {@link MAX_BACKLOG}
  *   results wait for it and it has read nothing for {@link STALL_MS} (or ten
- *   times as many wait): the plugin would queue them without bound.
+ *   times as many wait): the handler would queue them without bound.
  * A single-connection stream lives in one process: behind a load balancer,
  * its requests must reach the replica that reserved it (distinct mode has no
  * such need).
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
-import type { Plugin } from 'graphql-yoga';
+import { createHandler } from 'graphql-sse/lib/use/fetch';
+import type { Plugin, YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
+import { admitOperationRequest, carriesOperation, prepareOperation, refusalBody, type OperationAdmission } from './operation-admission.js';
 
 /** Where the graphql-sse protocol is served. */
 export const GRAPHQL_SSE_ENDPOINT = '/graphql/stream';
@@ -49,6 +54,8 @@ const EVENT_MESSAGE_START = 0x65;
 /** What {@link useGraphQLSSEProtocol} needs. */
 export interface GraphQLSSEOptions {
   auth: AuthConfig;
+  /** The request-level rules of /graphql (body limit, persisted documents, request log) for each operation request. */
+  admission: OperationAdmission;
   /** The store's clock (ms), for token expiry. */
   now: () => number;
   /** Reserved or open single-connection streams one viewer may hold. */
@@ -85,7 +92,7 @@ interface Reservation {
 
 /** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
 export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
-  const { auth, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
+  const { auth, admission, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
   const key = randomBytes(32);
   const viewerOf = new WeakMap<Request, string>();
   /** Requests this file makes itself to dispose of an unopened reservation. */
@@ -117,53 +124,66 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     else perViewer.set(reservation.viewerDID, left);
   };
 
-  const inner = useGraphQLSSE({
-    endpoint: GRAPHQL_SSE_ENDPOINT,
-    // Counts each result queued for a stream; a stream whose client has not read `maxBacklog` of them is ended.
-    onNext: (_ctx, req) => {
-      const request = req.raw as Request;
-      const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
-      const stream = streams.get(token !== null && streams.has(token) ? token : request);
-      if (stream === undefined) return;
-      stream.sent++;
-      const waiting = stream.sent - stream.read;
-      // Behind and not reading (a burst alone is no reason), or ever so far behind.
-      if ((waiting > maxBacklog && Date.now() - stream.readAt > stallMs) || waiting > 10 * maxBacklog) stream.end();
+  let yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>> | undefined;
+  /** The server context (the socket, for the per-IP rate limit) of each request the handler runs. */
+  const serverContexts = new WeakMap<Request, Record<string, unknown>>();
+  const handler = createHandler(
+    {
+      // Every operation through the yoga app's own parse, validate, context, execute and
+      // subscribe (prepareOperation): the refusals and codes of /graphql.
+      onSubscribe: async (req, params) => {
+        const request = req.raw;
+        const enveloped = yoga!.getEnveloped({ ...serverContexts.get(request), request, params });
+        const prepared = await prepareOperation(enveloped, params, request.method);
+        if ('errors' in prepared) {
+          // Refused before anything ran: as on /graphql, an HTTP answer (in single-connection mode, to the operation's POST).
+          return [refusalBody(prepared.errors), { status: prepared.status, statusText: STATUS_TEXT[prepared.status] ?? 'Bad Request', headers: { 'content-type': 'application/json; charset=utf-8', ...prepared.headers } }];
+        }
+        const result = await (prepared.operation === 'subscription' ? enveloped.subscribe(prepared.args) : enveloped.execute(prepared.args));
+        // The handler takes a result without `data` for execution arguments ("Unable to detect operation AST").
+        if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result } as never;
+        return result as never;
+      },
+      // Counts each result queued for a stream; a stream whose client has not read `maxBacklog` of them is ended.
+      onNext: (_ctx, req) => {
+        const request = req.raw;
+        const token = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+        const stream = streams.get(token !== null && streams.has(token) ? token : request);
+        if (stream === undefined) return;
+        stream.sent++;
+        const waiting = stream.sent - stream.read;
+        // Behind and not reading (a burst alone is no reason), or ever so far behind.
+        if ((waiting > maxBacklog && Date.now() - stream.readAt > stallMs) || waiting > 10 * maxBacklog) stream.end();
+      },
+      // Which stream a request names: its token if bound to this viewer, else a fresh one
+      // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
+      authenticate: (req) => {
+        const request = req.raw;
+        const did = viewerOf.get(request);
+        const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
+        if (internal.has(request) && sent !== null) return sent;
+        if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
+        if (request.method === 'PUT') {
+          if ((perViewer.get(did) ?? 0) >= maxStreamsPerViewer) return refused(429, `too many event streams (at most ${maxStreamsPerViewer} per viewer)`, 'TOO_MANY_SUBSCRIPTIONS');
+          if (reservations.size >= maxStreams) return refused(503, `this server holds its maximum of ${maxStreams} event streams; retry later or elsewhere`, 'OVERLOADED');
+          const token = mintStreamToken(did);
+          const timer = setTimeout(() => disposeUnopened(token), reservationTimeoutMs);
+          timer.unref();
+          reservations.set(token, { viewerDID: did, opened: false, timer });
+          perViewer.set(did, (perViewer.get(did) ?? 0) + 1);
+          return token;
+        }
+        if (sent !== null && boundTo(sent, did)) return sent;
+        return randomUUID();
+      },
     },
-    // Which stream a request names: its token if bound to this viewer, else a fresh one
-    // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
-    authenticate: (req) => {
-      const request = req.raw as Request;
-      const did = viewerOf.get(request);
-      const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
-      if (internal.has(request) && sent !== null) return sent;
-      if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
-      if (request.method === 'PUT') {
-        if ((perViewer.get(did) ?? 0) >= maxStreamsPerViewer) return refused(429, `too many event streams (at most ${maxStreamsPerViewer} per viewer)`, 'TOO_MANY_SUBSCRIPTIONS');
-        if (reservations.size >= maxStreams) return refused(503, `this server holds its maximum of ${maxStreams} event streams; retry later or elsewhere`, 'OVERLOADED');
-        const token = mintStreamToken(did);
-        const timer = setTimeout(() => disposeUnopened(token), reservationTimeoutMs);
-        timer.unref();
-        reservations.set(token, { viewerDID: did, opened: false, timer });
-        perViewer.set(did, (perViewer.get(did) ?? 0) + 1);
-        return token;
-      }
-      if (sent !== null && boundTo(sent, did)) return sent;
-      return randomUUID();
-    },
-  });
+    { Response, ReadableStream, TextEncoder },
+  );
 
   return {
-    onYogaInit: ({ yoga }) =>
-      inner.onYogaInit?.({
-        yoga: {
-          fetchAPI: yoga.fetchAPI,
-          getEnveloped: (initial: Parameters<typeof yoga.getEnveloped>[0]) => {
-            const enveloped = yoga.getEnveloped(initial);
-            return { ...enveloped, execute: withData(enveloped.execute), subscribe: withData(enveloped.subscribe) };
-          },
-        } as never,
-      }),
+    onYogaInit: ({ yoga: app }) => {
+      yoga = app as never;
+    },
     onRequest: async (payload) => {
       const { request, endResponse, fetchAPI } = payload;
       if (new URL(request.url).pathname !== GRAPHQL_SSE_ENDPOINT) return;
@@ -191,19 +211,28 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
         );
         return;
       }
-      viewerOf.set(request, did);
-      await inner.onRequest?.({
-        ...payload,
-        endResponse: (response) => endResponse(track(request, response)),
-      });
+      // The body limit and the persisted-documents rule, as yoga applies them on /graphql.
+      let target = request;
+      if (carriesOperation(request)) {
+        const admitted = await admitOperationRequest(request, admission);
+        if ('refusal' in admitted) {
+          endResponse(admitted.refusal);
+          return;
+        }
+        target = admitted.request;
+        admission.noteDerived(request, target);
+      }
+      viewerOf.set(target, did);
+      serverContexts.set(target, payload.serverContext as Record<string, unknown>);
+      endResponse(track(target, await handler(target)));
     },
   };
 
   /**
-   * Follows every event stream the plugin answers with (a single-connection stream by its
+   * Follows every event stream the handler answers with (a single-connection stream by its
    * token, a distinct-mode one by its request): the reservation's place is freed when it ends,
    * shutdown ends it, and a client that stops reading is cut off once {@link
-   * GraphQLSSEOptions.maxBacklog} results wait for it (see `onNext`). The plugin reads each operation's results
+   * GraphQLSSEOptions.maxBacklog} results wait for it (see `onNext`). The handler reads each operation's results
    * as fast as they come and queues them for the client without bound, so the subscription's own
    * slow-subscriber limit never sees a stalled client; this does.
    */
@@ -259,46 +288,26 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
         await reader.cancel(reason);
       },
     });
-    // Shutdown: the client's stream ends now (whatever its operations are waiting for), then the plugin's.
+    // Shutdown: the client's stream ends now (whatever its operations are waiting for), then the handler's.
     unregister = register(stream.end);
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   }
 
-  /** A reservation never opened: open it from here and close it at once, so the plugin forgets it too. */
+  /** A reservation never opened: open it from here and close it at once, so the handler forgets it too. */
   function disposeUnopened(token: string) {
     const reservation = reservations.get(token);
     if (reservation === undefined || reservation.opened) return;
     release(token);
     const request = new Request(`http://internal${GRAPHQL_SSE_ENDPOINT}?token=${encodeURIComponent(token)}`, { headers: { accept: 'text/event-stream' } });
     internal.add(request);
-    void Promise.resolve(
-      inner.onRequest?.({
-        request,
-        url: new URL(request.url),
-        serverContext: {},
-        fetchAPI: { Response } as never,
-        requestHandler: undefined as never,
-        setRequestHandler: () => {},
-        endResponse: (response: Response) => void response.body?.cancel(),
-      } as never),
-    ).catch(() => {});
+    void handler(request).then(
+      (response) => response.body?.cancel(),
+      () => {},
+    );
   }
 }
 
-/**
- * An execute or subscribe whose refusal (`{ errors }`, no `data`: a failed
- * subscribe such as TOO_MANY_SUBSCRIPTIONS, a bad variable) gets `data: null`:
- * graphql-sse's handler takes a result without `data` for execution
- * arguments and answers 400 "Unable to detect operation AST" instead of
- * streaming the errors to the client.
- */
-function withData<Args extends unknown[]>(run: (...args: Args) => unknown): (...args: Args) => Promise<unknown> {
-  return async (...args) => {
-    const result = await run(...args);
-    if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result };
-    return result;
-  };
-}
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 405: 'Method Not Allowed', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
 /** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
 type HandlerResponse = [string, { status: number; statusText: string; headers: Record<string, string> }];
@@ -306,6 +315,6 @@ type HandlerResponse = [string, { status: number; statusText: string; headers: R
 function refused(status: 401 | 429 | 503, message: string, code: string): HandlerResponse {
   return [
     JSON.stringify({ errors: [{ message, extensions: { code, ...(status === 503 && { retryable: true }) } }] }),
-    { status, statusText: { 401: 'Unauthorized', 429: 'Too Many Requests', 503: 'Service Unavailable' }[status], headers: { 'content-type': 'application/json; charset=utf-8' } },
+    { status, statusText: STATUS_TEXT[status]!, headers: { 'content-type': 'application/json; charset=utf-8' } },
   ];
 }

@@ -96,6 +96,11 @@ function persistedIDOf(request: { documentId?: unknown; extensions?: unknown }):
   return undefined;
 }
 
+function documentIdOfURL(url: string): { documentId?: string } {
+  const documentId = new URL(url).searchParams.get('documentId');
+  return documentId === null ? {} : { documentId };
+}
+
 function refusal(code: string, message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code, http: { status: code === 'PERSISTED_QUERY_NOT_FOUND' ? 404 : 400 } } });
 }
@@ -104,7 +109,9 @@ function refusal(code: string, message: string): GraphQLError {
 export function usePersistedDocuments(documents: PersistedDocuments): Plugin {
   return usePersistedOperations({
     allowArbitraryOperations: documents.mode === 'allow',
-    extractPersistedOperationId: (params) => persistedIDOf(params as { documentId?: unknown; extensions?: unknown }) ?? null,
+    // Yoga's GET parser keeps only query, variables, operationName and extensions: a GET's `documentId` is read from its URL.
+    extractPersistedOperationId: (params, request) =>
+      persistedIDOf({ ...(params as { documentId?: unknown; extensions?: unknown }), ...(request.method === 'GET' && documentIdOfURL(request.url)) }) ?? null,
     getPersistedOperation: (id) => {
       try {
         return documents.resolve({ documentId: id });

@@ -12,6 +12,8 @@ import type { Logger } from './logger.js';
 export interface RequestLogNotes {
   /** Records the viewer kind once the context knows it. */
   noteViewer(request: Request, kind: 'service' | 'user' | 'anonymous'): void;
+  /** Records the operation name of a request whose params yoga did not read (the graphql-sse endpoint). */
+  noteOperation(request: Request, operationName: string): void;
 }
 
 /** The yoga plugin, and the hook the context factory calls. */
@@ -22,6 +24,7 @@ export function useRequestLog(logger: Logger, slowMs: number, requestIDOf: (requ
   const viewers = new WeakMap<Request, string>();
   return {
     noteViewer: (request, kind) => void viewers.set(request, kind),
+    noteOperation: (request, operationName) => void operationNames.set(request, operationName),
     onRequest: ({ request }) => void started.set(request, performance.now()),
     onParams: ({ params, request }) => {
       if (typeof params.operationName === 'string' && params.operationName.length <= 200) operationNames.set(request, params.operationName);

@@ -6,13 +6,14 @@
  * exactly those of SSE. Credentials travel in `connectionParams`.
  */
 import type { Server } from 'node:http';
-import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs } from 'graphql';
+import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { originAllowed, ownOriginOf } from './cors.js';
 import type { ServerApp } from './app.js';
 import type { Logger } from './logger.js';
+import { prepareOperation } from './operation-admission.js';
 
 /** Options of {@link attachGraphQLWebSocket}. */
 export interface GraphQLWebSocketOptions {
@@ -65,6 +66,8 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
   // would put its `subscriptions` map where the per-viewer limiter belongs.
   const enveloped = (connectionParams: Readonly<Record<string, unknown>> | undefined, extra: object) =>
     app.yoga.getEnveloped({ connectionParams, ...extra } as Parameters<typeof app.yoga.getEnveloped>[0]);
+  const enveloped_ = (ctx: { connectionParams?: Readonly<Record<string, unknown>>; extra: { request: unknown; socket: unknown } }, params: unknown) =>
+    enveloped(ctx.connectionParams, { req: ctx.extra.request, socket: ctx.extra.socket, params });
 
   const disposable = useServer<Record<string, unknown> | undefined>(
     {
@@ -85,54 +88,42 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
           return true;
         } catch (error) {
           const code = authenticationCode(error);
-          if (code === undefined) throw error;
-          log.debug({ code }, 'websocket connection refused');
-          ctx.extra.socket.close(CloseCode.Unauthorized, `Unauthorized: ${code}`);
-          return false;
+          if (code !== undefined) {
+            log.debug({ code }, 'websocket connection refused');
+            ctx.extra.socket.close(CloseCode.Unauthorized, `Unauthorized: ${code}`);
+            return false;
+          }
+          // Refused by the rate limit: typed, and the reason says when to come back.
+          if (error instanceof GraphQLError && error.extensions.code === 'RATE_LIMITED') {
+            ctx.extra.socket.close(CloseCode.TooManyInitialisationRequests, `RATE_LIMITED: ${error.message}`.slice(0, 120));
+            return false;
+          }
+          throw error;
         }
       },
       onSubscribe: async (ctx, _id, params) => {
-        const { schema, execute, subscribe, contextFactory, parse, validate } = enveloped(ctx.connectionParams, {
-          req: ctx.extra.request,
-          socket: ctx.extra.socket,
-          params,
-        });
-        let document: DocumentNode;
+        const enveloped = enveloped_(ctx, params);
+        let query: string;
         try {
           // PERSISTED_DOCUMENTS: the same rule as over HTTP (an id in `extensions.persistedQuery` or `documentId`, with `query: ""`).
-          const query = app.persistedDocuments === undefined ? params.query : app.persistedDocuments.resolve(params as Parameters<typeof app.persistedDocuments.resolve>[0]);
-          document = parse(query);
+          query = app.persistedDocuments === undefined ? params.query : app.persistedDocuments.resolve(params as Parameters<typeof app.persistedDocuments.resolve>[0]);
         } catch (error) {
           if (error instanceof GraphQLError) return [error];
           throw error;
         }
-        const errors = validate(schema, document);
-        if (errors.length > 0) return errors;
-        if (getOperationAST(document, params.operationName)?.operation !== 'subscription') {
+        // The yoga app's parse, validate and context, with the refusals and codes of /graphql (operation-admission.ts).
+        const prepared = await prepareOperation(enveloped, { query, variables: params.variables, operationName: params.operationName }, 'POST');
+        if ('errors' in prepared) return prepared.errors.map(withoutHTTP);
+        if (prepared.operation !== 'subscription') {
           return [
             new GraphQLError('only subscriptions are served over WebSocket; send queries and mutations over HTTP', {
               extensions: { code: 'SUBSCRIPTIONS_ONLY' },
             }),
           ];
         }
-        let contextValue;
-        try {
-          contextValue = await contextFactory();
-        } catch (error) {
-          // E.g. the token expired since the connection opened.
-          const code = authenticationCode(error);
-          if (code === undefined) throw error;
-          return [new GraphQLError((error as GraphQLError).message, { extensions: { code } })];
-        }
-        const root: EnvelopedRoot = { execute, subscribe };
-        return {
-          schema,
-          document,
-          operationName: params.operationName ?? null,
-          variableValues: params.variables ?? null,
-          contextValue,
-          rootValue: root,
-        };
+        const root: EnvelopedRoot = { execute: enveloped.execute, subscribe: enveloped.subscribe };
+        log.info({ operationName: params.operationName ?? operationNameOf(prepared.args.document) ?? null, requestID: (prepared.args.contextValue as { requestID?: string }).requestID }, 'subscription');
+        return { ...prepared.args, rootValue: root };
       },
     },
     wss,
@@ -151,6 +142,19 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
       }
     },
   };
+}
+
+/** An error as graphql-ws sends it: no HTTP hints in its extensions. */
+function withoutHTTP(error: GraphQLError): GraphQLError {
+  if (error.extensions.http === undefined) return error;
+  const { http: _http, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions });
+}
+
+/** The name of a document's only operation, if it has one and it is named. */
+function operationNameOf(document: DocumentNode): string | undefined {
+  const operations = document.definitions.filter((definition) => definition.kind === 'OperationDefinition');
+  return operations.length === 1 ? operations[0]!.name?.value : undefined;
 }
 
 /** The authentication error code of a context-factory failure (bad credentials), else undefined. */

@@ -46,6 +46,7 @@ function makeYoga(options: { maxStreamsPerViewer?: number; maxStreams?: number; 
     plugins: [
       useGraphQLSSEProtocol({
         auth: { audience: AUDIENCE, serviceDIDs: new Set(), insecureHeaderAuth: false },
+        admission: { maxBodyBytes: 1_000_000, persistedDocuments: undefined, noteOperation: () => {}, noteDerived: () => {} },
         now: () => Date.now(),
         maxStreamsPerViewer: options.maxStreamsPerViewer ?? 2,
         maxStreams: options.maxStreams ?? 10,
