@@ -43,9 +43,16 @@ export function decodeCursor<C>(value: string, argName: string, check: (parsed: 
   } catch {
     parsed = undefined;
   }
-  const cursor = parsed === undefined ? null : check(parsed);
+  // A NUL cannot be in any key, and Postgres refuses it in text parameters (an error, not "no rows").
+  const cursor = parsed === undefined || holdsNul(parsed) ? null : check(parsed);
   if (cursor === null) throw new GraphQLError(`${argName} is not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
   return cursor;
+}
+
+function holdsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
+  if (typeof value !== 'object' || value === null) return false;
+  return Object.entries(value).some(([key, inner]) => key.includes('\0') || holdsNul(inner));
 }
 
 /** Narrows a parsed cursor to the `{ createdAt, nodeKey }` keyset position (operations, watches). */

@@ -170,16 +170,17 @@ export function createServerApp({
       check: async () => {
         if (!ready) return false;
         // Its own connection budget: an exhausted request pool must not make a healthy replica look dead.
-        await database.ping();
+        try {
+          await database.ping();
+        } catch (error) {
+          // Anyone may ask: a fixed word, never the driver's text (which goes to the log).
+          logger.warn({ err: error }, 'readiness: the database did not answer');
+          return notReady({ ready: false, database: 'unavailable' });
+        }
         const feed = changes.status();
         // Live updates are part of the service: a replica whose feed is down
         // drains until it reconnects, and says why.
-        if (feed !== 'connected') {
-          return new Response(JSON.stringify({ ready: false, changeFeed: feed }), {
-            status: 503,
-            headers: { 'content-type': 'application/json' },
-          });
-        }
+        if (feed !== 'connected') return notReady({ ready: false, changeFeed: feed });
         return true;
       },
     }),
@@ -302,8 +303,15 @@ function jsonPostsOnly(): Plugin {
   return {
     onRequest: ({ request, fetchAPI, endResponse }) => {
       if (request.method !== 'POST') return;
-      const type = (request.headers.get('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase();
-      if (type === 'application/json' || type === 'application/graphql-response+json') return;
+      const sent = request.headers.get('content-type') ?? '';
+      const [media = '', ...parameters] = sent.split(';');
+      const type = media.trim().toLowerCase();
+      if (type === 'application/json' || type === 'application/graphql-response+json') {
+        // Media types are case-insensitive (RFC 9110 §8.3.1); yoga's and graphql-sse's parsers match them exactly.
+        const normalized = [type, ...parameters.map((parameter) => parameter.trim().toLowerCase())].join('; ');
+        if (normalized !== sent) request.headers.set('content-type', normalized);
+        return;
+      }
       endResponse(
         new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'POST bodies must be application/json', extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }] }), {
           status: 415,
@@ -314,6 +322,11 @@ function jsonPostsOnly(): Plugin {
   };
 }
 
+
+/** A 503 `/readyz` answer with a fixed JSON body. */
+function notReady(body: Record<string, unknown>): Response {
+  return new Response(JSON.stringify(body), { status: 503, headers: { 'content-type': 'application/json' } });
+}
 
 /** A retryable database failure as the client sees it: typed code, `retryable: true`, HTTP 503 with `Retry-After`. */
 function retryableError(failure: DatabaseFailure, path: readonly (string | number)[] | undefined): GraphQLError {

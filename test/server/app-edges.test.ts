@@ -72,6 +72,11 @@ describeEachDialect('server edges', (suite) => {
     expect(await suite.database.open.db.selectFrom('kubun_connector_sync_state').selectAll().execute()).toEqual([]);
     const json = await post(app, '{ serverInfo { dialect } }', {}, { 'content-type': 'application/json; charset=utf-8' });
     expect(json.status).toBe(200);
+    // Media types are case-insensitive.
+    for (const type of ['APPLICATION/JSON', 'Application/Json; Charset=UTF-8']) {
+      const shouted = await post(app, '{ serverInfo { dialect } }', {}, { 'content-type': type });
+      expect(shouted.status, type).toBe(200);
+    }
   });
 
   it('/healthz answers 200 without touching auth', async () => {
@@ -93,7 +98,10 @@ describeEachDialect('server edges', (suite) => {
     const app = makeApp({ database: throwaway });
     expect((await app.yoga.fetch('http://localhost/readyz')).status).toBe(200);
     await throwaway.close();
-    expect((await app.yoga.fetch('http://localhost/readyz')).status).toBe(503);
+    const down = await app.yoga.fetch('http://localhost/readyz');
+    expect(down.status).toBe(503);
+    // Anyone may ask /readyz: a fixed answer, never the driver's text.
+    expect(await down.json()).toEqual({ ready: false, database: 'unavailable' });
   });
 
   it('refuses a body over MAX_BODY_BYTES with 413, with or without a content-length', async () => {

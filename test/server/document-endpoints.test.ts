@@ -267,6 +267,19 @@ describeEachDialect('every endpoint that executes documents obeys the rules of /
     });
   }
 
+  for (const path of ['/graphql', '/graphql/stream']) {
+    it(`POST ${path}: media types are case-insensitive (Content-Type: APPLICATION/JSON runs)`, async () => {
+      const t = await target();
+      const response = await fetch(`${t.origin}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'APPLICATION/JSON; CHARSET=UTF-8', accept: path === '/graphql' ? 'application/json' : 'text/event-stream', authorization: `Bearer ${await tokenOf('worker')}` },
+        body: JSON.stringify({ query: '{ serverInfo { version } }' }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.text()).toMatch(/"version":/);
+    });
+  }
+
   /** A plain GraphQL-over-HTTP request (JSON answer). */
   async function httpJSON(t: Target, path: string, method: 'GET' | 'POST', ask: Ask, o: Options): Promise<Outcome> {
     const headers: Record<string, string> = { accept: 'application/graphql-response+json, application/json', ...authHeaders(o) };
