@@ -48,7 +48,7 @@ function helpers(suite: GraphQLSuite) {
   };
   /** A /graphql SSE subscription; `code` is its refusal's, if refused. */
   const subscribe = async (authorization: string, ip: string) => {
-    const sub = await subscribeSSE((url, init) => suite.app.yoga.fetch(url, init, peer(ip)), 'http://localhost/graphql', OPERATIONS_CHANGED, {}, { authorization });
+    const sub = await subscribeSSE(async (url, init) => suite.app.yoga.fetch(url, init, peer(ip)), 'http://localhost/graphql', OPERATIONS_CHANGED, {}, { authorization });
     open.push(sub);
     await new Promise((r) => setTimeout(r, 20));
     const code = sub.events[0]?.errors?.[0]?.extensions?.code as string | undefined;
