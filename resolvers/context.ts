@@ -40,8 +40,8 @@ export interface ChangeFeed {
 
 /** Per-process guard on open subscriptions (a resource limit, not a data invariant). */
 export interface SubscriptionLimiter {
-  /** Opens one for `viewerDID`; throws when the viewer, or this replica, is at its cap. Returns its release. */
-  open(viewerDID: string): () => void;
+  /** Opens one for `viewerDID`; rejects when admission refuses it (a cap of the viewer, its address or this replica). Resolves to its release. */
+  open(viewerDID: string): Promise<() => void>;
   /** Remembers how to end an open stream; returns the function that forgets it. */
   register(end: () => void): () => void;
 }

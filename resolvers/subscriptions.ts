@@ -42,9 +42,9 @@ export interface ChangeStreamOptions<T> {
  * the subscription is accepted (not from the first read), and closing it,
  * whether or not it was ever read, frees its slot and its listener.
  */
-export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): AsyncIterableIterator<T> {
+export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): Promise<AsyncIterableIterator<T>> {
   // Refused before anything is registered, so a refusal holds nothing.
-  const release = ctx.subscriptions.open(viewerDID(ctx.viewer));
+  const release = await ctx.subscriptions.open(viewerDID(ctx.viewer));
   let queue: ChangeEvent[] = [];
   let wake: (() => void) | undefined;
   let failure: GraphQLError | undefined;
@@ -119,7 +119,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
     cleanup();
   });
 
-  return {
+  const stream: AsyncIterableIterator<T> = {
     next: () => repeater.next(),
     return: async (value?: unknown) => {
       try {
@@ -139,6 +139,7 @@ export function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOption
       return this;
     },
   };
+  return stream;
 }
 
 /** The queue with each node kept only at its last event. */

@@ -36,6 +36,8 @@ import { useTracing } from './tracing.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
+import { ownsAnyRow } from '../store/ownership/index.js';
+import { createAdmissionPool, createStandingLookup, type AdmissionLimits } from './admission.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
@@ -68,6 +70,12 @@ export interface ServerApp {
   changes: ChangeFeed;
   /** The persisted documents this server accepts by id (PERSISTED_DOCUMENTS), if any; WebSocket applies the same rule. */
   persistedDocuments: PersistedDocuments | undefined;
+  /**
+   * Admits one initialised WebSocket connection of `viewerDID` from `ip` under the
+   * subscriptions' admission rule (admission.ts) with MAX_WEBSOCKET_CONNECTIONS as its
+   * total and no cap per viewer; rejects with an `AdmissionRefusedError`. Resolves to its release.
+   */
+  admitWebSocketConnection(viewerDID: string, ip: string | null): Promise<() => void>;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
@@ -87,7 +95,21 @@ export function createServerApp({
   consoleBuild,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
-  const subscriptions = createSubscriptionLimiter(config.limits.maxSubscriptionsPerViewer, config.limits.maxSubscriptions);
+  // One admission rule for every long-lived stream (admission.ts): known viewers keep room a crowd of fresh keys cannot take.
+  const standingOf = createStandingLookup({ serviceDIDs: config.auth.serviceDIDs, ownsRows: (did) => ownsAnyRow(store, did) });
+  const admissionLimits = (total: number): AdmissionLimits => ({
+    perViewer: config.limits.maxSubscriptionsPerViewer,
+    perIP: config.limits.maxSubscriptionsPerIP,
+    total,
+    unknownPercent: config.limits.unknownViewerPercent,
+  });
+  const subscriptions = createSubscriptionLimiter(admissionLimits(config.limits.maxSubscriptions), standingOf);
+  const eventStreams = createAdmissionPool(admissionLimits(config.limits.maxSubscriptions), 'event streams');
+  // No cap per viewer on sockets (one carries up to MAX_SUBSCRIPTIONS_PER_VIEWER of its subscriptions): the address and share caps apply.
+  const webSocketConnections = createAdmissionPool(
+    { ...admissionLimits(config.limits.maxWebSocketConnections), perViewer: Number.POSITIVE_INFINITY },
+    'WebSocket connections',
+  );
   const requestIDs = new WeakMap<Request, string>();
   /** Requests the graphql-sse endpoint runs in place of the one that arrived (operation-admission.ts): one id, one log line. */
   const arrivedAs = new WeakMap<Request, Request>();
@@ -118,8 +140,6 @@ export function createServerApp({
   // Read and checked now: a bad manifest stops the start, not the first request.
   const persistedDocuments =
     config.persistedDocuments.mode === 'off' ? undefined : loadPersistedDocuments(config.persistedDocuments.mode, config.persistedDocuments.file);
-  const sseSubscriptions = subscriptions.over('sse');
-  const webSocketSubscriptions = subscriptions.over('websocket');
 
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
@@ -161,8 +181,7 @@ export function createServerApp({
         noteDerived: (original, derived) => void arrivedAs.set(derived, original),
       },
       now: () => store.now(),
-      maxStreamsPerViewer: config.limits.maxSubscriptionsPerViewer,
-      maxStreams: config.limits.maxSubscriptions,
+      admit: async ({ viewerDID, ip }) => eventStreams.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
       register: (end) => subscriptions.register(end),
     }),
     useReadinessCheck({
@@ -256,12 +275,13 @@ export function createServerApp({
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
       if (request !== undefined) requestLog.noteViewer(arrivedAs.get(request) ?? request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
-      await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip: req?.socket?.remoteAddress ?? null });
+      const ip = req?.socket?.remoteAddress ?? null;
+      await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip });
       const log = logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
       return createGraphQLContext({
         store,
         changes,
-        subscriptions: request === undefined ? webSocketSubscriptions : sseSubscriptions,
+        subscriptions: subscriptions.over(request === undefined ? 'websocket' : 'sse', ip),
         requestID,
         viewer,
         audience: config.auth.audience,
@@ -279,6 +299,7 @@ export function createServerApp({
     closeSubscriptions: () => subscriptions.closeAll(),
     changes,
     persistedDocuments,
+    admitWebSocketConnection: async (viewerDID, ip) => webSocketConnections.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
   };
 }
 

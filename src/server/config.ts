@@ -72,6 +72,10 @@ const EnvSchema = z.object({
   MAX_RESPONSE_BYTES: int(1_024, 1_000_000_000).default(8_000_000),
   MAX_SUBSCRIPTIONS_PER_VIEWER: int(1, 10_000).default(20),
   MAX_SUBSCRIPTIONS: int(1, 1_000_000).default(1_000),
+  // For viewers who own nothing yet, per remote address (0: no cap; behind a proxy every client shares its address).
+  MAX_SUBSCRIPTIONS_PER_IP: int(0, 1_000_000).default(100),
+  // The share of MAX_SUBSCRIPTIONS (and of reserved streams, WebSocket connections) such viewers may hold together.
+  UNKNOWN_VIEWER_SHARE_PERCENT: int(0, 100).default(50),
   MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
   WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(3_000),
   // Floods, not traffic: ~1 000 requests/s per viewer and ~2 000/s per address, sustained over a minute.
@@ -159,6 +163,10 @@ export interface ServerConfig {
     maxSubscriptionsPerViewer: number;
     /** Open subscriptions on this replica, all viewers together (many fresh did:keys must not add up to unbounded). */
     maxSubscriptions: number;
+    /** Subscriptions, reserved streams and WebSocket connections that viewers who own nothing may hold from one address (0: no cap); known viewers are not counted. */
+    maxSubscriptionsPerIP: number;
+    /** Percentage of each process-wide cap that viewers who own nothing (not service DIDs) may hold together; the rest is kept for known viewers. */
+    unknownViewerPercent: number;
     /** Open WebSocket connections on this replica; an upgrade past it is refused with 503. */
     maxWebSocketConnections: number;
     /** How long a WebSocket client has to send `connection_init` before it is closed (4408). */
@@ -252,6 +260,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxResponseBytes: e.MAX_RESPONSE_BYTES,
       maxSubscriptionsPerViewer: e.MAX_SUBSCRIPTIONS_PER_VIEWER,
       maxSubscriptions: e.MAX_SUBSCRIPTIONS,
+      maxSubscriptionsPerIP: e.MAX_SUBSCRIPTIONS_PER_IP,
+      unknownViewerPercent: e.UNKNOWN_VIEWER_SHARE_PERCENT,
       maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,
       webSocketInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
     },

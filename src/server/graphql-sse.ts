@@ -21,9 +21,10 @@
  * - a stream token is bound to the viewer that reserved it (an HMAC of the
  *   viewer's DID under a per-process key), so another viewer's requests
  *   naming it find no stream, exactly as for an unknown token;
- * - reserved streams per viewer and per process are capped like
- *   subscriptions (MAX_SUBSCRIPTIONS_PER_VIEWER / MAX_SUBSCRIPTIONS), and a
- *   reservation nobody opens within {@link RESERVATION_TIMEOUT_MS} is removed;
+ * - reserved streams are admitted by the subscriptions' rule (`admit`,
+ *   admission.ts: per viewer, per address for fresh keys, per process, and
+ *   room kept for known viewers), and a reservation nobody opens within
+ *   {@link RESERVATION_TIMEOUT_MS} is removed;
  * - shutdown ends open streams (they would otherwise hold the listener's
  *   close open with their pings);
  * - a stream whose client stops reading is ended once {@link MAX_BACKLOG}
@@ -37,6 +38,7 @@ import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin, YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
+import { AdmissionRefusedError, createAdmissionPool } from './admission.js';
 import { admitOperationRequest, carriesOperation, prepareOperation, refusalBody, type OperationAdmission } from './operation-admission.js';
 
 /** Where the graphql-sse protocol is served. */
@@ -58,10 +60,16 @@ export interface GraphQLSSEOptions {
   admission: OperationAdmission;
   /** The store's clock (ms), for token expiry. */
   now: () => number;
-  /** Reserved or open single-connection streams one viewer may hold. */
-  maxStreamsPerViewer: number;
-  /** Reserved or open single-connection streams of all viewers together. */
-  maxStreams: number;
+  /**
+   * Admits one reserved (then open) single-connection stream of a viewer from an address, or
+   * throws {@link AdmissionRefusedError}; resolves to its release. Default: `maxStreamsPerViewer`
+   * per viewer and `maxStreams` in all, every viewer alike.
+   */
+  admit?: (applicant: { viewerDID: string; ip: string | null }) => Promise<() => void>;
+  /** Reserved or open single-connection streams one viewer may hold, without `admit`. Default 20. */
+  maxStreamsPerViewer?: number;
+  /** Reserved or open single-connection streams of all viewers together, without `admit`. Default 1 000. */
+  maxStreams?: number;
   /** Remembers how to end a stream at shutdown (the subscription limiter's `register`). */
   register(end: () => void): () => void;
   /** How long a reservation may wait to be opened. Default {@link RESERVATION_TIMEOUT_MS}. */
@@ -85,6 +93,8 @@ interface OpenStream {
 
 interface Reservation {
   viewerDID: string;
+  /** Gives its place back to admission. */
+  release: () => void;
   opened: boolean;
   /** Removes the reservation if nobody opens it in time. */
   timer: ReturnType<typeof setTimeout>;
@@ -92,15 +102,17 @@ interface Reservation {
 
 /** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
 export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
-  const { auth, admission, now, maxStreamsPerViewer, maxStreams, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
+  const { auth, admission, now, maxStreamsPerViewer = 20, maxStreams = 1_000, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
   const key = randomBytes(32);
   const viewerOf = new WeakMap<Request, string>();
+  /** The socket's remote address of each request (no proxy header is trusted), for admission. */
+  const addressOf = new WeakMap<Request, string>();
+  const admit = options.admit ?? defaultAdmission(maxStreamsPerViewer, maxStreams);
   /** Requests this file makes itself to dispose of an unopened reservation. */
   const internal = new WeakSet<Request>();
   const reservations = new Map<string, Reservation>();
   /** Open event streams: single-connection ones by token, distinct-mode ones by request. */
   const streams = new Map<string | Request, OpenStream>();
-  const perViewer = new Map<string, number>();
 
   const sign = (nonce: string, did: string) => createHmac('sha256', key).update(`${nonce}|${did}`).digest('base64url');
   const mintStreamToken = (did: string) => {
@@ -119,9 +131,7 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     if (reservation === undefined) return;
     reservations.delete(token);
     clearTimeout(reservation.timer);
-    const left = (perViewer.get(reservation.viewerDID) ?? 1) - 1;
-    if (left <= 0) perViewer.delete(reservation.viewerDID);
-    else perViewer.set(reservation.viewerDID, left);
+    reservation.release();
   };
 
   let yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>> | undefined;
@@ -157,20 +167,24 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
       },
       // Which stream a request names: its token if bound to this viewer, else a fresh one
       // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
-      authenticate: (req) => {
+      authenticate: async (req) => {
         const request = req.raw;
         const did = viewerOf.get(request);
         const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
         if (internal.has(request) && sent !== null) return sent;
         if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
         if (request.method === 'PUT') {
-          if ((perViewer.get(did) ?? 0) >= maxStreamsPerViewer) return refused(429, `too many event streams (at most ${maxStreamsPerViewer} per viewer)`, 'TOO_MANY_SUBSCRIPTIONS');
-          if (reservations.size >= maxStreams) return refused(503, `this server holds its maximum of ${maxStreams} event streams; retry later or elsewhere`, 'OVERLOADED');
+          let releaseStream: () => void;
+          try {
+            releaseStream = await admit({ viewerDID: did, ip: addressOf.get(request) ?? null });
+          } catch (error) {
+            if (error instanceof AdmissionRefusedError) return refused(error.status, error.message, error.code);
+            throw error;
+          }
           const token = mintStreamToken(did);
           const timer = setTimeout(() => disposeUnopened(token), reservationTimeoutMs);
           timer.unref();
-          reservations.set(token, { viewerDID: did, opened: false, timer });
-          perViewer.set(did, (perViewer.get(did) ?? 0) + 1);
+          reservations.set(token, { viewerDID: did, release: releaseStream, opened: false, timer });
           return token;
         }
         if (sent !== null && boundTo(sent, did)) return sent;
@@ -223,6 +237,8 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
         admission.noteDerived(request, target);
       }
       viewerOf.set(target, did);
+      const address = (payload.serverContext as { req?: { socket?: { remoteAddress?: string } } } | undefined)?.req?.socket?.remoteAddress;
+      if (address !== undefined) addressOf.set(target, address);
       serverContexts.set(target, payload.serverContext as Record<string, unknown>);
       endResponse(track(target, await handler(target)));
     },
@@ -308,6 +324,12 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
 }
 
 const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 405: 'Method Not Allowed', 429: 'Too Many Requests', 503: 'Service Unavailable' };
+
+/** Admission without standing or addresses: a cap per viewer and one in all (what a bare `useGraphQLSSEProtocol` gets). */
+function defaultAdmission(perViewer: number, total: number): NonNullable<GraphQLSSEOptions['admit']> {
+  const pool = createAdmissionPool({ perViewer, perIP: 0, total, unknownPercent: 100 }, 'event streams');
+  return async ({ viewerDID, ip }) => pool.admit({ viewerDID, ip, standing: 'known' });
+}
 
 /** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
 type HandlerResponse = [string, { status: number; statusText: string; headers: Record<string, string> }];

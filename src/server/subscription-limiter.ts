@@ -1,19 +1,19 @@
 /**
- * The per-process cap on open subscriptions per viewer, and the registry of
- * open streams that shutdown ends. A resource limit of this process, not a
- * data invariant, so it lives in memory.
+ * The per-process admission of subscriptions (admission.ts: per viewer, per
+ * address for unknown viewers, in total, and the share kept for known
+ * viewers), and the registry of open streams that shutdown ends. A resource
+ * limit of this process, not a data invariant, so it lives in memory.
  */
 import { GraphQLError } from 'graphql';
+import { AdmissionRefusedError, createAdmissionPool, type AdmissionLimits, type Applicant, type Standing } from './admission.js';
 
 /**
- * Per-process caps on open subscriptions: `maxPerViewer` for one viewer, and
- * `maxTotal` for all of them together, so many fresh identities cannot add
- * up to an unbounded number of streams. Default total: no cap beyond the
- * per-viewer one.
+ * Open subscriptions under `limits` (see admission.ts); `standingOf` tells
+ * known viewers from fresh keys. Default: every viewer known, i.e. only the
+ * per-viewer and total caps.
  */
-export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Number.POSITIVE_INFINITY) {
-  const open = new Map<string, number>();
-  let total = 0;
+export function createSubscriptionLimiter(limits: AdmissionLimits, standingOf: (did: string) => Promise<Standing> = async () => 'known') {
+  const pool = createAdmissionPool(limits, 'open subscriptions');
   const perTransport = new Map<string, number>();
   const streams = new Set<() => void>();
   const limiter = {
@@ -26,43 +26,36 @@ export function createSubscriptionLimiter(maxPerViewer: number, maxTotal = Numbe
     closeAll(): void {
       for (const end of [...streams]) end();
     },
-    /** Opens one for `viewer` over `transport` (for metrics: `sse`, `websocket`); throws at a cap. Returns its release. */
-    open(viewer: string, transport = 'sse'): () => void {
-      const count = open.get(viewer) ?? 0;
-      if (count >= maxPerViewer) {
-        throw new GraphQLError(`too many open subscriptions (at most ${maxPerViewer} per viewer)`, {
-          extensions: { code: 'TOO_MANY_SUBSCRIPTIONS' },
-        });
+    /** Opens one for `applicant` over `transport` (for metrics: `sse`, `websocket`); throws the refusal as a GraphQL error. Returns its release. */
+    open(applicant: Applicant, transport = 'sse'): () => void {
+      let release: () => void;
+      try {
+        release = pool.admit(applicant);
+      } catch (error) {
+        if (!(error instanceof AdmissionRefusedError)) throw error;
+        throw new GraphQLError(error.message, { extensions: { code: error.code, ...(error.retryable && { retryable: true }) } });
       }
-      if (total >= maxTotal) {
-        // Retryable: another replica (or this one, later) has room.
-        throw new GraphQLError(`this server holds its maximum of ${maxTotal} open subscriptions; retry later or elsewhere`, {
-          extensions: { code: 'OVERLOADED', retryable: true },
-        });
-      }
-      open.set(viewer, count + 1);
-      total++;
       perTransport.set(transport, (perTransport.get(transport) ?? 0) + 1);
       let released = false;
       return () => {
         if (released) return;
         released = true;
-        total--;
+        release();
         perTransport.set(transport, (perTransport.get(transport) ?? 1) - 1);
-        const left = (open.get(viewer) ?? 1) - 1;
-        if (left <= 0) open.delete(viewer);
-        else open.set(viewer, left);
       };
     },
     /** Open subscriptions of one viewer (for tests and metrics). */
-    count: (viewer: string) => open.get(viewer) ?? 0,
+    count: (viewer: string) => pool.count(viewer),
     /** Open subscriptions of every viewer. */
-    total: () => total,
+    total: () => pool.total(),
     /** Open subscriptions per transport (metrics). */
     byTransport: (): ReadonlyMap<string, number> => perTransport,
-    /** The same limiter, opening over one transport: what a request's context gets. */
-    over(transport: string) {
-      return { open: (viewer: string) => limiter.open(viewer, transport), register: (end: () => void) => limiter.register(end) };
+    /** The limiter as one request's context gets it: over `transport`, for a client at `ip` (the socket's address; null: none). */
+    over(transport: string, ip: string | null) {
+      return {
+        open: async (viewerDID: string) => limiter.open({ viewerDID, ip, standing: await standingOf(viewerDID) }, transport),
+        register: (end: () => void) => limiter.register(end),
+      };
     },
   };
   return limiter;

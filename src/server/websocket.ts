@@ -10,6 +10,7 @@ import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
+import { AdmissionRefusedError } from './admission.js';
 import { originAllowed, ownOriginOf } from './cors.js';
 import type { ServerApp } from './app.js';
 import type { Logger } from './logger.js';
@@ -79,10 +80,22 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
         // (4401, which graphql-ws clients do not retry); each subscription
         // resolves its viewer again, as every SSE request does.
         try {
-          const context = (await enveloped(ctx.connectionParams, { req: ctx.extra.request }).contextFactory()) as { viewer?: { kind: string } };
+          const context = (await enveloped(ctx.connectionParams, { req: ctx.extra.request }).contextFactory()) as { viewer?: { kind: string; did?: string } };
           // Every subscription needs a viewer: an anonymous socket would only hold a slot.
-          if (context.viewer?.kind === 'anonymous') {
+          if (context.viewer?.kind === 'anonymous' || context.viewer?.did === undefined) {
             ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: a bearer token is required (connectionParams.authorization)');
+            return false;
+          }
+          // The subscriptions' admission rule for the connection itself (admission.ts): fresh keys cannot take every socket.
+          try {
+            const release = await app.admitWebSocketConnection(context.viewer.did, ctx.extra.request.socket.remoteAddress ?? null);
+            ctx.extra.socket.once('close', release);
+            if (ctx.extra.socket.readyState >= ctx.extra.socket.CLOSING) release();
+          } catch (error) {
+            if (!(error instanceof AdmissionRefusedError)) throw error;
+            log.debug({ code: error.code }, 'websocket connection refused');
+            // 1013 (try again later) is retried by graphql-ws clients; 4429 is not.
+            ctx.extra.socket.close(error.retryable ? 1013 : CloseCode.TooManyInitialisationRequests, `${error.code}: ${error.retryable ? 'retry later' : 'too many connections'}`);
             return false;
           }
           return true;

@@ -50,7 +50,8 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
       audience: AUDIENCE,
       serviceDID: keys.worker.did,
       name: 'ws',
-      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', MAX_WEBSOCKET_CONNECTIONS: String(WS_CAP), WS_CONNECTION_INIT_TIMEOUT_MS: '500', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
+      // The totals alone: the share kept for known viewers is test/e2e/admission.test.ts's.
+      env: { DB_POOL_MAX: '5', MAX_SUBSCRIPTIONS_PER_VIEWER: '2', MAX_WEBSOCKET_CONNECTIONS: String(WS_CAP), UNKNOWN_VIEWER_SHARE_PERCENT: '100', WS_CONNECTION_INIT_TIMEOUT_MS: '500', SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_GRACE_MS: '5000' },
     });
     server = started.server;
     await mint();

@@ -239,4 +239,5 @@ describeGraphQL('subscription limits across viewers and time', (suite) => {
     expect(sub.events[0]?.errors?.[0]).toMatchObject({ message: 'the bearer token expired: subscribe again with a fresh token', extensions: { code: 'TOKEN_EXPIRED' } });
     await expect.poll(() => sub.ended, { timeout: 2_000 }).toBe(true);
   });
-}, { env: { MAX_SUBSCRIPTIONS: '2' } });
+  // The total alone: no share kept for known viewers here (test/server/admission-flood.test.ts has that).
+}, { env: { MAX_SUBSCRIPTIONS: '2', UNKNOWN_VIEWER_SHARE_PERCENT: '100' } });

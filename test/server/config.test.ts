@@ -24,6 +24,7 @@ describe('server configuration', () => {
       graphiql: true,
       introspection: true,
       jobs: { retentionIntervalMs: 300_000, idempotencyWindowMs: 86_400_000 },
+      limits: { maxSubscriptionsPerViewer: 20, maxSubscriptions: 1_000, maxSubscriptionsPerIP: 100, unknownViewerPercent: 50 },
     });
     expect(config.auth.serviceDIDs.size).toBe(0);
     expect(loadConfig({ NODE_ENV: 'production' }).graphiql).toBe(false);
@@ -103,6 +104,8 @@ describe('server configuration', () => {
     MAX_RESPONSE_BYTES: ['1000', 'must be an integer from 1024 to 1000000000 (got "1000")'],
     MAX_SUBSCRIPTIONS_PER_VIEWER: ['0', 'must be an integer from 1 to 10000 (got "0")'],
     MAX_SUBSCRIPTIONS: ['none', 'must be an integer from 1 to 1000000 (got "none")'],
+    MAX_SUBSCRIPTIONS_PER_IP: ['-1', 'must be an integer from 0 to 1000000 (got "-1")'],
+    UNKNOWN_VIEWER_SHARE_PERCENT: ['101', 'must be an integer from 0 to 100 (got "101")'],
     MAX_WEBSOCKET_CONNECTIONS: ['0', 'must be an integer from 1 to 1000000 (got "0")'],
     WS_CONNECTION_INIT_TIMEOUT_MS: ['3s', 'must be an integer from 100 to 60000 (got "3s")'],
     RATE_LIMIT_PER_VIEWER: ['-5', 'must be an integer from 0 to 100000000 (got "-5")'],
