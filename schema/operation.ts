@@ -568,7 +568,10 @@ const bulkFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>
   }),
 });
 const RetryOperationsInput = builder.inputType('RetryOperationsInput', { description: 'Retry every matching DEAD operation.', fields: (t) => bulkFields(t) });
-const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', { description: 'Make every matching live operation due now.', fields: (t) => bulkFields(t) });
+const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', {
+  description: 'Make every matching live operation due now, except those already due with no live lease (nothing to do), so running it again moves on to the rest.',
+  fields: (t) => bulkFields(t),
+});
 const CancelOperationsInput = builder.inputType('CancelOperationsInput', {
   description: 'Give every matching live operation up.',
   fields: (t) => ({ ...bulkFields(t), reason: t.string({ validate: textInput, description: 'Why; recorded on each.' }) }),
@@ -577,7 +580,9 @@ const BulkOperationActionPayload = builder.objectRef<resolve.BulkActionPayload>(
   description: 'What a bulk operator action changed: all of it in one transaction, or nothing.',
   fields: (t) => ({
     changed: t.exposeInt('changed', { description: 'How many operations changed.' }),
-    more: t.exposeBoolean('more', { description: 'True when more operations matched than the cap: run it again for the rest.' }),
+    more: t.exposeBoolean('more', {
+      description: 'True when more operations matched than the cap: run it again, with the same input, for the rest (what this call changed no longer matches).',
+    }),
     operations: t.field({ type: [ConnectorOperation], description: 'The changed operations as they are now, newest first.', resolve: (r) => r.operations }),
   }),
 });
