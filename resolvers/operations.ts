@@ -16,6 +16,7 @@ import { announce, announceAll } from './changes.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 export {
+  MAX_BULK_ACTION,
   OPERATION_DEFER_REASONS,
   OPERATION_OPS,
   OPERATION_OUTCOME_KINDS,

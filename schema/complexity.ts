@@ -3,17 +3,58 @@
  * every row it may return counts once, so a list's price grows with the rows
  * it can return — the ids of `nodes` / `documents`, the page size of a
  * connection (`first`/`last`, also when sent as a variable). Lists without
- * such an argument count as 10 rows. `src/server/query-cost.ts` holds each
- * request to the `MAX_QUERY_COST` budget before anything runs.
+ * such an argument count as 10 rows. A bulk mutation also costs 1 per row it
+ * may write (issue 19): see {@link bulkActionComplexity}.
+ * `src/server/query-cost.ts` holds each request to the `MAX_QUERY_COST`
+ * budget, and the rows of its bulk fields to `MAX_BULK_ROWS_PER_REQUEST`
+ * ({@link BULK_ROWS}), before anything runs.
  */
+import { MAX_BULK_ACTION } from '../resolvers/operations.js';
 import { DEFAULT_PAGE_SIZE } from '../resolvers/pagination.js';
 
 /**
- * The only arguments any field's price reads (a page size, or the length of a
- * list of ids). The server's budget check relies on this list to remember a
- * verdict across requests whose other variables differ: keep it complete.
+ * The only argument and input-field names any field's price (or bulk rows)
+ * reads: a page size, the length of a list of ids, a bulk action's `cap`
+ * and a receipt's `candidates`, the last two inside an `input` argument. The
+ * server's budget check relies on this list to remember a verdict across
+ * requests whose other variables differ: keep it complete.
  */
-export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs']);
+export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs', 'input', 'cap', 'candidates']);
+
+/**
+ * The field extension that says how many rows a bulk mutation may write,
+ * from its arguments: `extensions: { [BULK_ROWS]: (args) => rows }`. The
+ * server adds it up over every field of a request (aliases included) and
+ * refuses more than `MAX_BULK_ROWS_PER_REQUEST` before anything runs.
+ */
+export const BULK_ROWS = 'bulkRows';
+
+/** How many items a list input may hold as sent (a single value coerces to a list of one). */
+const itemsOf = (value: unknown): number => (Array.isArray(value) ? value.length : value == null ? 0 : 1);
+
+/** Rows a bulk operator action (`retryOperations`, `cancelOperations`, `requeueOperations`) may change: its cap, default the maximum. */
+export const bulkActionRows = (args: { input?: { cap?: number | null } | null }): number => Math.max(0, args.input?.cap ?? MAX_BULK_ACTION);
+
+/**
+ * A bulk operator action: 1 per operation it may change (its cap), so 30
+ * aliases at cap 1 000 cost 30 000 and more whatever they select. What it
+ * answers is priced by its payload: `operations` as the most one action may
+ * list ({@link BULK_ACTION_LIST_ROWS}).
+ */
+export const bulkActionComplexity = (args: { input?: { cap?: number | null } | null }) => ({ field: Math.max(1, bulkActionRows(args)), multiplier: 1 });
+
+/**
+ * Rows a bulk action's `operations` list is priced as: the most it may list
+ * (the list cannot see the action's cap), so each field selected of it costs
+ * 1 000 and one action at its cap fits with a handful of fields per row.
+ */
+export const BULK_ACTION_LIST_ROWS = MAX_BULK_ACTION;
+
+/** Rows a sweep receipt may write: one per candidate. */
+export const sweepReceiptRows = (args: { input?: { candidates?: unknown } | null }): number => itemsOf(args.input?.candidates);
+
+/** A sweep receipt: 1 per candidate it writes (the payload is one receipt, priced as usual). */
+export const sweepReceiptComplexity = (args: { input?: { candidates?: unknown } | null }) => ({ field: Math.max(1, sweepReceiptRows(args)), multiplier: 1 });
 
 /** A connection: its page size, as asked for (an out-of-range size is refused later anyway). */
 export const connectionComplexity = (args: { first?: number | null; last?: number | null }) => ({

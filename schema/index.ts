@@ -15,4 +15,4 @@ import './subscriptions.js';
 
 export const schema = builder.toSchema({ sortSchema: true });
 
-export { COST_ARGUMENTS } from './complexity.js';
+export { BULK_ROWS, COST_ARGUMENTS } from './complexity.js';

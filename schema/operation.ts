@@ -22,7 +22,7 @@ import {
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { loadWatchesByDocumentIDs, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, type DecodedNodeID } from './node-ids.js';
-import { connectionComplexity, firstComplexity } from './complexity.js';
+import { BULK_ACTION_LIST_ROWS, BULK_ROWS, bulkActionComplexity, bulkActionRows, connectionComplexity, firstComplexity } from './complexity.js';
 import { builder, type Types } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { FENCED_WRITE_ERRORS, resultUnion } from './errors.js';
@@ -545,6 +545,8 @@ const FinalizeOperationPayload = builder
 });
 
 const mutation = { authScopes: { authenticated: true } } as const;
+/** A bulk operator action: priced by the rows it may change (its cap), which also count toward MAX_BULK_ROWS_PER_REQUEST. */
+const bulkAction = { ...mutation, complexity: bulkActionComplexity, extensions: { [BULK_ROWS]: bulkActionRows } } as const;
 
 const actionFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
   id: t.globalID({ description: 'The operation.' }),
@@ -568,7 +570,10 @@ const bulkFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>
   }),
 });
 const RetryOperationsInput = builder.inputType('RetryOperationsInput', { description: 'Retry every matching DEAD operation.', fields: (t) => bulkFields(t) });
-const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', { description: 'Make every matching live operation due now.', fields: (t) => bulkFields(t) });
+const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', {
+  description: 'Make every matching live operation due now, except those already due with no live lease (nothing to do), so running it again moves on to the rest.',
+  fields: (t) => bulkFields(t),
+});
 const CancelOperationsInput = builder.inputType('CancelOperationsInput', {
   description: 'Give every matching live operation up.',
   fields: (t) => ({ ...bulkFields(t), reason: t.string({ validate: textInput, description: 'Why; recorded on each.' }) }),
@@ -577,8 +582,15 @@ const BulkOperationActionPayload = builder.objectRef<resolve.BulkActionPayload>(
   description: 'What a bulk operator action changed: all of it in one transaction, or nothing.',
   fields: (t) => ({
     changed: t.exposeInt('changed', { description: 'How many operations changed.' }),
-    more: t.exposeBoolean('more', { description: 'True when more operations matched than the cap: run it again for the rest.' }),
-    operations: t.field({ type: [ConnectorOperation], description: 'The changed operations as they are now, newest first.', resolve: (r) => r.operations }),
+    more: t.exposeBoolean('more', {
+      description: 'True when more operations matched than the cap: run it again, with the same input, for the rest (what this call changed no longer matches).',
+    }),
+    operations: t.field({
+      type: [ConnectorOperation],
+      complexity: { field: 1, multiplier: BULK_ACTION_LIST_ROWS },
+      description: 'The changed operations as they are now, newest first.',
+      resolve: (r) => r.operations,
+    }),
   }),
 });
 const BULK_ERRORS = [InputValidationError, InvalidInputError, ForbiddenError];
@@ -648,7 +660,7 @@ builder.mutationFields((t) => ({
     resolve: async (_root, { input }, ctx) => resolve.operatorAction('requeue', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
   retryOperations: t.field({
-    ...mutation,
+    ...bulkAction,
     description: 'Operators: `retryOperation` on every matching DEAD operation you may act on (a service: all; a user: their own), at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
     args: { input: t.arg({ type: RetryOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },
@@ -656,7 +668,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('retry', input, ctx),
   }),
   cancelOperations: t.field({
-    ...mutation,
+    ...bulkAction,
     description: 'Operators: `cancelOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
     args: { input: t.arg({ type: CancelOperationsInput, required: true, description: 'Which operations (a non-empty filter), at most how many, and why.' }) },
@@ -664,7 +676,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('cancel', input, ctx),
   }),
   requeueOperations: t.field({
-    ...mutation,
+    ...bulkAction,
     description: 'Operators: `requeueOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
     type: BulkOperationActionPayload,
     args: { input: t.arg({ type: RequeueOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },

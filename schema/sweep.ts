@@ -19,7 +19,7 @@ import {
   type SweepCheckpoint as CheckpointShape,
   type SweepReceipt as ReceiptShape,
 } from '../resolvers/sweeps.js';
-import { connectionComplexity, firstComplexity } from './complexity.js';
+import { BULK_ROWS, connectionComplexity, firstComplexity, sweepReceiptComplexity, sweepReceiptRows } from './complexity.js';
 import { builder } from './builder.js';
 import { resultUnion } from './errors.js';
 import { enumValues } from './enums.js';
@@ -302,6 +302,9 @@ const mutation = { authScopes: { authenticated: true } } as const;
 builder.mutationFields((t) => ({
   recordSweepReceipt: t.field({
     ...mutation,
+    // Priced by its candidates (rows it writes), which also count toward MAX_BULK_ROWS_PER_REQUEST.
+    complexity: sweepReceiptComplexity,
+    extensions: { [BULK_ROWS]: sweepReceiptRows },
     description: 'Record a listing pass with its deletion candidates (SPEC §3.6).',
     type: RecordSweepReceiptPayload,
     args: { input: t.arg({ type: RecordSweepReceiptInput, required: true, description: 'The listing pass and its candidates.' }) },

@@ -16,7 +16,7 @@ import type { OpenDatabase } from '../db/connect.js';
 import { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
 import { createGraphQLContext, type ChangeFeed, type GraphQLContext } from '../../resolvers/context.js';
-import { COST_ARGUMENTS, schema } from '../../schema/index.js';
+import { BULK_ROWS, COST_ARGUMENTS, schema } from '../../schema/index.js';
 import { createInProcessChangeFeed } from './change-feed.js';
 import type { ServerConfig } from './config.js';
 import type { Logger } from './logger.js';
@@ -209,7 +209,7 @@ export function createServerApp({
     // Reported as validation errors (400 GRAPHQL_VALIDATION_FAILED on every transport), not thrown out of validate().
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true, ...reportedAsValidationErrors }),
     maxAliasesPlugin({ n: config.limits.maxAliases, ...reportedAsValidationErrors }),
-    useQueryCostBudget(config.limits.maxCost, COST_ARGUMENTS),
+    useQueryCostBudget({ maxCost: config.limits.maxCost, maxBulkRows: config.limits.maxBulkRows }, { costArguments: COST_ARGUMENTS, bulkRowsExtension: BULK_ROWS }),
     useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
     // A client that goes away (socket closed, request aborted) ends its

@@ -67,6 +67,8 @@ const EnvSchema = z.object({
   // A dashboard page of 100 operations with every field costs ~10 000.
   MAX_QUERY_COST: int(100, 1_000_000).default(20_000),
   MAX_ALIASES: int(1, 1_000).default(30),
+  // The largest single bulk action fits (a sweep receipt's 10 000 candidates); that is ten operator actions at their 1 000 cap.
+  MAX_BULK_ROWS_PER_REQUEST: int(1, 1_000_000).default(10_000),
   MAX_TOKENS: int(100, 1_000_000).default(5_000),
   MAX_BODY_BYTES: int(1_024, 50_000_000).default(1_000_000),
   MAX_RESPONSE_BYTES: int(1_024, 1_000_000_000).default(8_000_000),
@@ -154,6 +156,8 @@ export interface ServerConfig {
   limits: {
     maxDepth: number;
     maxCost: number;
+    /** Rows all bulk fields of one request may write together (a bulk action's cap, a receipt's candidates); past it → QUERY_COMPLEXITY before anything runs. */
+    maxBulkRows: number;
     maxAliases: number;
     maxTokens: number;
     maxBodyBytes: number;
@@ -254,6 +258,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits: {
       maxDepth: e.MAX_QUERY_DEPTH,
       maxCost: e.MAX_QUERY_COST,
+      maxBulkRows: e.MAX_BULK_ROWS_PER_REQUEST,
       maxAliases: e.MAX_ALIASES,
       maxTokens: e.MAX_TOKENS,
       maxBodyBytes: e.MAX_BODY_BYTES,

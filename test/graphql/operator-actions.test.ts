@@ -7,6 +7,7 @@
 import { expect, it } from 'vitest';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { claimed, mutate, mutateOK } from '../helpers/operation-graphql.js';
+import { operationRowValues } from '../helpers/row-fixtures.js';
 
 const ACTION = (name: string, input: string) => `mutation A($input: ${input}!) {
   ${name}(input: $input) {
@@ -93,5 +94,75 @@ describeGraphQL('graphql operations: operator actions', (suite) => {
     await mutateOK(suite, 'recordOperationAttempt', { ...fence, kind: 'FATAL' });
     const result = await act(RETRY, { id: operation.id, version: fence.version }, 'worker');
     expect(result.operation).toMatchObject({ state: 'RECONCILE_ONLY', attempts: 0 });
+  });
+});
+
+describeGraphQL('graphql operations: bulk actions progress (issue 19 item 6c)', (suite) => {
+  const REQUEUE_MANY = `mutation R($input: RequeueOperationsInput!) { requeueOperations(input: $input) {
+    __typename ... on Error { code message } ... on BulkOperationActionPayload { changed more operations { id } } } }`;
+
+  /** `count` operations of alice: live ATTEMPTED ones none due yet (next attempt in an hour), or DEAD ones; no lease; 500 rows per INSERT. */
+  async function seedLive(count: number, prefix: string, state: 'attempted' | 'dead' = 'attempted') {
+    const store = suite.store;
+    const rows = Array.from({ length: count }, (_, i) =>
+      operationRowValues(store, {
+        caller_did: suite.keys.alice.did,
+        owner_did: suite.keys.alice.did,
+        operation_id: `${prefix}-${i}`,
+        state,
+        next_attempt_at: state === 'dead' ? null : store.now() + 3_600_000,
+        lease_token: null,
+        lease_expires_at: null,
+        created_at: store.now() - count + i,
+      }),
+    );
+    for (let i = 0; i < rows.length; i += 500) await store.db.insertInto('kubun_connector_operation').values(rows.slice(i, i + 500)).execute();
+  }
+
+  it('requeueOperations with the same filter again covers the next rows, not the same newest 1 000 again', async () => {
+    await seedLive(2_500, 'requeue-many');
+    const seen = new Set<string>();
+    const runs: { changed: number; more: boolean }[] = [];
+    for (let call = 0; call < 4; call++) {
+      const res = await suite.gql(REQUEUE_MANY, { input: { filter: { states: ['ATTEMPTED'] }, cap: 1_000 } });
+      expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+      const payload = res.data.requeueOperations;
+      expect(payload.__typename).toBe('BulkOperationActionPayload');
+      runs.push({ changed: payload.changed, more: payload.more });
+      for (const op of payload.operations as { id: string }[]) seen.add(op.id);
+    }
+    expect(runs).toEqual([
+      { changed: 1_000, more: true },
+      { changed: 1_000, more: true },
+      { changed: 500, more: false },
+      { changed: 0, more: false },
+    ]);
+    // Three calls covered every one of the 2 500, each once.
+    expect(seen.size).toBe(2_500);
+  });
+
+  it('retryOperations and cancelOperations with the same filter again move on too (their rows leave the filter)', async () => {
+    for (const [field, type, state, extra] of [
+      ['retryOperations', 'RetryOperationsInput', 'dead', {}],
+      ['cancelOperations', 'CancelOperationsInput', 'attempted', { reason: 'bulk cancel' }],
+    ] as const) {
+      await suite.database.truncate();
+      await seedLive(1_200, `${field}-many`, state);
+      const query = `mutation M($input: ${type}!) { ${field}(input: $input) { ... on BulkOperationActionPayload { changed more operations { id } } } }`;
+      const seen = new Set<string>();
+      const runs: { changed: number; more: boolean }[] = [];
+      for (let call = 0; call < 3; call++) {
+        const res = await suite.gql(query, { input: { filter: { states: [state.toUpperCase()] }, cap: 1_000, ...extra } });
+        expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+        runs.push({ changed: res.data[field].changed, more: res.data[field].more });
+        for (const op of res.data[field].operations as { id: string }[]) seen.add(op.id);
+      }
+      expect(runs, field).toEqual([
+        { changed: 1_000, more: true },
+        { changed: 200, more: false },
+        { changed: 0, more: false },
+      ]);
+      expect(seen.size, field).toBe(1_200);
+    }
   });
 });

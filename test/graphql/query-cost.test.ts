@@ -9,8 +9,8 @@ import { print } from 'graphql';
 import { expect, it } from 'vitest';
 import { DocumentStatesDocument, OperationsDocument } from '../../client/generated/graphql.js';
 import { describeGraphQL } from '../helpers/graphql.js';
-import { COST_ARGUMENTS, schema } from '../../schema/index.js';
-import { isObjectType } from 'graphql';
+import { BULK_ROWS, COST_ARGUMENTS, schema } from '../../schema/index.js';
+import { getNamedType, isInputObjectType, isObjectType } from 'graphql';
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => Buffer.from(`ConnectorOperation:${String(i).padStart(22, 'A')}`).toString('base64url'));
 const aliased = (count: number, field: string) => `query($v: [${field.startsWith('nodes') ? 'ID' : 'String'}!]!) { ${Array.from({ length: count }, (_, i) => `a${i}: ${field}`).join(' ')} }`;
@@ -62,19 +62,24 @@ describeGraphQL('graphql query cost', (suite) => {
     }
   });
 
-  it('every field priced by its arguments reads only the arguments named in COST_ARGUMENTS', () => {
+  it('every field priced by its arguments (or counting bulk rows) reads only the arguments and input fields named in COST_ARGUMENTS', () => {
     let priced = 0;
     for (const type of Object.values(schema.getTypeMap())) {
       if (!isObjectType(type)) continue;
       for (const field of Object.values(type.getFields())) {
-        const complexity = field.extensions?.complexity;
-        if (typeof complexity !== 'function') continue;
-        priced++;
-        // With only the priced arguments, or with every other argument filled in too, the price is the same.
-        const listed = { first: 7, last: null, ids: ['a', 'b'], documentIDs: ['c'] };
-        const others = Object.fromEntries(field.args.filter((arg) => !COST_ARGUMENTS.has(arg.name)).map((arg) => [arg.name, { junk: true }]));
-        expect(complexity({ ...listed, ...others }, {}, field), `${type.name}.${field.name}`).toEqual(complexity(listed, {}, field));
-        for (const name of Object.keys(listed)) expect(COST_ARGUMENTS.has(name)).toBe(true);
+        for (const extension of ['complexity', BULK_ROWS]) {
+          const price = field.extensions?.[extension];
+          if (typeof price !== 'function') continue;
+          priced++;
+          // With only the priced arguments and input fields, or with every other one filled in too, the price is the same.
+          const listed = { first: 7, last: null, ids: ['a', 'b'], documentIDs: ['c'], input: { cap: 3, candidates: [{}, {}] } };
+          const others = Object.fromEntries(field.args.filter((arg) => !COST_ARGUMENTS.has(arg.name)).map((arg) => [arg.name, { junk: true }]));
+          const input = getNamedType(field.args.find((arg) => arg.name === 'input')?.type);
+          const otherInputFields = isInputObjectType(input) ? Object.keys(input.getFields()).filter((name) => !COST_ARGUMENTS.has(name)) : [];
+          const filled = { ...listed, ...others, input: { ...listed.input, ...Object.fromEntries(otherInputFields.map((name) => [name, { junk: true }])) } };
+          expect(price(filled, {}, field), `${type.name}.${field.name} ${extension}`).toEqual(price(listed, {}, field));
+          for (const name of [...Object.keys(listed), ...Object.keys(listed.input)]) expect(COST_ARGUMENTS.has(name)).toBe(true);
+        }
       }
     }
     expect(priced).toBeGreaterThan(5);

@@ -99,6 +99,7 @@ describe('server configuration', () => {
     MAX_QUERY_DEPTH: ['0x10', 'must be an integer from 1 to 100 (got "0x10")'],
     MAX_QUERY_COST: ['1e9', 'must be an integer from 100 to 1000000 (got "1e9")'],
     MAX_ALIASES: ['lots', 'must be an integer from 1 to 1000 (got "lots")'],
+    MAX_BULK_ROWS_PER_REQUEST: ['0', 'must be an integer from 1 to 1000000 (got "0")'],
     MAX_TOKENS: ['10', 'must be an integer from 100 to 1000000 (got "10")'],
     MAX_BODY_BYTES: ['1mb', 'must be an integer from 1024 to 50000000 (got "1mb")'],
     MAX_RESPONSE_BYTES: ['1000', 'must be an integer from 1024 to 1000000000 (got "1000")'],

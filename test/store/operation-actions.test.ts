@@ -19,6 +19,7 @@ import {
 } from '../../src/store/operations/index.js';
 import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
 import { claimFresh, claimInput, keyOf } from '../helpers/operation-claim-fixtures.js';
+import { CALLER, getOperationRow, insertOperationRow } from '../helpers/row-fixtures.js';
 
 const KEY = keyOf(claimInput());
 const OPERATOR = 'did:key:zOperator';
@@ -131,6 +132,28 @@ describeEachDialect('operations: operator actions', (suite) => {
       await expect(applyOperationActionToMany(suite.store, { filter: { states: ['dead'] }, ownerDID: null, action: 'retry', actorDID: OPERATOR, cap: 0 })).rejects.toBeInstanceOf(InvalidInputError);
       const [op] = (await applyOperationActionToMany(suite.store, { filter: { states: ['attempted'] }, ownerDID: null, action: 'requeue', actorDID: OPERATOR, cap: 10 })).operations;
       expect(op).toBeUndefined();
+    });
+
+    it('requeue takes only rows not already due, so the same filter again moves on to the rest', async () => {
+      const now = suite.store.now();
+      const row = (operationID: string, overrides: Parameters<typeof insertOperationRow>[1]) => insertOperationRow(suite.store, { operation_id: operationID, ...overrides });
+      // Already due, nobody holding it: requeue has nothing to do.
+      await row('due-free', { next_attempt_at: now - 1, lease_token: null, lease_expires_at: null });
+      await row('due-lapsed', { next_attempt_at: now - 1, lease_expires_at: now - 1 });
+      // Each of these is something requeue changes: not yet due, never scheduled, deferred, or held by a live lease.
+      await row('later', { next_attempt_at: now + 60_000, lease_token: null, lease_expires_at: null });
+      await row('unscheduled', { next_attempt_at: null, lease_token: null, lease_expires_at: null });
+      await row('deferred', { next_attempt_at: now - 1, defer_reason: 'offline', lease_token: null, lease_expires_at: null });
+      await row('held', { next_attempt_at: now - 1, lease_expires_at: now + 30_000 });
+      const requeue = () => applyOperationActionToMany(suite.store, { filter: { states: ['attempted'] }, ownerDID: null, action: 'requeue', actorDID: OPERATOR, cap: 3 });
+      const first = await requeue();
+      const second = await requeue();
+      expect(first).toMatchObject({ more: true });
+      expect(second).toMatchObject({ more: false });
+      const requeued = [...first.operations, ...second.operations].map((op) => op.operationID).sort();
+      expect(requeued).toEqual(['deferred', 'held', 'later', 'unscheduled']);
+      expect((await requeue()).operations).toEqual([]);
+      for (const key of ['due-free', 'due-lapsed']) expect((await getOperationRow(suite.store, { callerDID: CALLER, operationID: key }))?.version).toBe(1);
     });
 
     it('never leaves half a batch applied: a failure while recording rolls every change back', async () => {

@@ -8,11 +8,12 @@
  * action is recorded in the attempt history with who did it, in the same
  * transaction.
  */
-import type { ExpressionBuilder } from 'kysely';
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
 import { rowHas } from '../row-checks.js';
+import { notDueAt } from './due.js';
 import { recordAction, recordActions, redactAttemptMessage } from './history.js';
 import { checkScope, filtered, filterMatchesNothing, type OperationFilter } from './list.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
@@ -42,6 +43,27 @@ const FROM: Record<OperationAction, readonly ConnectorOperationState[]> = {
 };
 
 type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
+
+/**
+ * What a bulk action also requires of a row, beyond a state in {@link FROM}:
+ * that the action is still to be done to it. Retry and cancel move a row out
+ * of FROM, so a repeat with the same filter finds only the rest by itself;
+ * a requeued row stays live, so requeue takes only rows not already due (a
+ * requeued row is due now, with no lease). This is a condition on the row,
+ * not on the caller, so it holds across calls, replicas and concurrent
+ * operators alike: nothing is requeued twice while it waits to be claimed.
+ */
+const STILL_TO_DO: Record<OperationAction, ((eb: OperationEB, now: number) => Expression<SqlBool>) | null> = {
+  retry: null,
+  cancel: null,
+  requeue: notDueAt,
+};
+
+/** A row in a state the action applies to and still to be done (bulk actions). */
+function bulkApplies(eb: OperationEB, action: OperationAction, now: number): Expression<SqlBool> {
+  const stillToDo = STILL_TO_DO[action];
+  return stillToDo === null ? rowHas(eb, 'state', FROM[action]) : eb.and([rowHas(eb, 'state', FROM[action]), stillToDo(eb, now)]);
+}
 
 /**
  * Applies an operator action:
@@ -155,6 +177,8 @@ export async function applyOperationActionToMany(store: StoreContext, input: Bul
       .orderBy('created_at', 'desc')
       .orderBy('node_key', 'desc')
       .limit(input.cap + 1);
+    const stillToDo = STILL_TO_DO[input.action];
+    if (stillToDo !== null) chosen = chosen.where((eb) => stillToDo(eb, now));
     if (input.ownerDID !== null) chosen = chosen.where('owner_did', '=', input.ownerDID);
     if (tx.dialect === 'postgres') chosen = chosen.forUpdate();
     const keys = await chosen.execute();
@@ -165,7 +189,7 @@ export async function applyOperationActionToMany(store: StoreContext, input: Bul
       .updateTable(OPERATION_TABLE)
       .set((eb) => ({ ...changes(eb, input, now), version: eb('version', '+', 1), lease_token: null, lease_expires_at: null, updated_at: now }))
       .where((eb) => eb(eb.refTuple('caller_did', 'operation_id'), 'in', batch.map((k) => eb.tuple(k.caller_did, k.operation_id))))
-      .where((eb) => rowHas(eb, 'state', FROM[input.action]))
+      .where((eb) => bulkApplies(eb, input.action, now))
       .returningAll()
       .execute();
     await recordActions(

@@ -1,4 +1,6 @@
 /** Scheduling reads and writes that are not a holder's: due work and resuming deferrals (SPEC §3.3). */
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES, OPERATION_DEFER_REASONS, type ConnectorOperation } from './types.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
@@ -36,10 +38,32 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
   return rows.map((row) => row.node_key);
 }
 
+type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
+
+/** Whether a live operation's lease is absent or expired at `now` (a worker may take it). */
+const leaseFreeAt = (eb: OperationEB, now: number) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]);
+
+/**
+ * The exact negation of "due at `now`" for a live operation, written out so
+ * that a NULL column counts as not due rather than as unknown: no next
+ * attempt, a next attempt after `now`, deferred, or a lease live past `now`.
+ * Bulk requeue leaves the rest (already due: nothing to make due) alone, so
+ * running it again with the same filter moves on (issue 19 item 6c).
+ */
+export function notDueAt(eb: OperationEB, now: number): Expression<SqlBool> {
+  return eb.or([
+    eb('next_attempt_at', 'is', null),
+    eb('next_attempt_at', '>', now),
+    eb('defer_reason', 'is not', null),
+    eb.and([eb('lease_token', 'is not', null), eb('lease_expires_at', 'is not', null), eb('lease_expires_at', '>', now)]),
+  ]);
+}
+
 /**
  * The rows that are due at `now` (live, `next_attempt_at <= now`, not
  * deferred, lease absent or expired), served by the due index; what
  * {@link listDueOperations} lists and the `/metrics` backlog counts.
+ * {@link notDueAt} is its negation.
  */
 export function dueOperationsQuery(store: StoreContext, now: number) {
   return store.db
@@ -47,7 +71,7 @@ export function dueOperationsQuery(store: StoreContext, now: number) {
     .where('state', 'in', [...LIVE_OPERATION_STATES])
     .where('next_attempt_at', '<=', now)
     .where('defer_reason', 'is', null)
-    .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]));
+    .where((eb) => leaseFreeAt(eb, now));
 }
 
 /**
