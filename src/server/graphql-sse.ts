@@ -31,6 +31,7 @@
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
+import { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
 
@@ -295,9 +296,27 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
 function withData<Args extends unknown[]>(run: (...args: Args) => unknown): (...args: Args) => Promise<unknown> {
   return async (...args) => {
     const result = await run(...args);
-    if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result };
+    if (typeof result === 'object' && result !== null && Symbol.asyncIterator in result) return endingWithErrors(result as AsyncIterable<unknown>);
+    if (typeof result === 'object' && result !== null && !('data' in result)) return { data: null, ...result };
     return result;
   };
+}
+
+/**
+ * A subscription's results, a thrown error turned into a last result with
+ * `errors` (then the end): thrown, it would reach graphql-sse's response
+ * stream, whose failed pull is an unhandled rejection that ends the process.
+ * The subscriptions end themselves with a result (resolvers/subscriptions.ts);
+ * this keeps any other throw from taking the server down.
+ */
+async function* endingWithErrors(results: AsyncIterable<unknown>): AsyncGenerator<unknown> {
+  try {
+    yield* results;
+  } catch (error) {
+    // Typed errors (no original) pass as they are; anything else gets the mask's words.
+    const typed = error instanceof GraphQLError && error.originalError === undefined;
+    yield { data: null, errors: [typed ? error : new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })] };
+  }
 }
 
 /** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
