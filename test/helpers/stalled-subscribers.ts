@@ -104,13 +104,15 @@ export async function openStalledSubscriber(
         const overall = setTimeout(finish, timeoutMs);
         const onData = (chunk: Buffer) => {
           received.push(chunk);
-          clearTimeout(timer);
-          timer = setTimeout(finish, quietMs);
           // The end of a chunked body: the server ended the response.
           if (chunk.subarray(-5).toString('latin1') === '0\r\n\r\n') {
             ended = true;
-            finish();
+            return finish();
           }
+          // Keep-alive pings (comments; every 300 ms under NODE_ENV=test) are not traffic.
+          if (!chunk.includes('event:')) return;
+          clearTimeout(timer);
+          timer = setTimeout(finish, quietMs);
         };
         socket.on('data', onData);
         socket.once('close', finish);
