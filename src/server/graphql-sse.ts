@@ -307,16 +307,35 @@ function withData<Args extends unknown[]>(run: (...args: Args) => unknown): (...
  * `errors` (then the end): thrown, it would reach graphql-sse's response
  * stream, whose failed pull is an unhandled rejection that ends the process.
  * The subscriptions end themselves with a result (resolvers/subscriptions.ts);
- * this keeps any other throw from taking the server down.
+ * this keeps any other throw from taking the server down. Written by hand, not
+ * as an async generator: a generator waiting for the next result would queue
+ * the plugin's `return()` behind it, and a stopped subscription would hold its
+ * slot until its next event.
  */
-async function* endingWithErrors(results: AsyncIterable<unknown>): AsyncGenerator<unknown> {
-  try {
-    yield* results;
-  } catch (error) {
-    // Typed errors (no original) pass as they are; anything else gets the mask's words.
-    const typed = error instanceof GraphQLError && error.originalError === undefined;
-    yield { data: null, errors: [typed ? error : new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })] };
-  }
+function endingWithErrors(results: AsyncIterable<unknown>): AsyncIterableIterator<unknown> {
+  const inner = results[Symbol.asyncIterator]();
+  let failed = false;
+  return {
+    next: async () => {
+      if (failed) return { done: true, value: undefined };
+      try {
+        return await inner.next();
+      } catch (error) {
+        failed = true;
+        // Typed errors (no original) pass as they are; anything else gets the mask's words.
+        const typed = error instanceof GraphQLError && error.originalError === undefined;
+        return { done: false, value: { data: null, errors: [typed ? error : new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })] } };
+      }
+    },
+    return: async (value?: unknown) => (await inner.return?.(value)) ?? { done: true, value },
+    throw: async (error?: unknown) => {
+      if (inner.throw !== undefined) return inner.throw(error);
+      throw error;
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */
