@@ -43,7 +43,6 @@ describe.each(dialects)('every subscription transport (%s)', (dialect) => {
   }, 60_000);
 
   afterAll(async () => {
-    if (process.env.DEBUG_SERVER) console.log(server?.stderr(), JSON.stringify(server?.logs.filter((l) => (l.level ?? 0) >= 40)));
     await started?.dispose();
   });
 
