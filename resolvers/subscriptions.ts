@@ -15,6 +15,7 @@ import { getSweepReceiptsByNodeKeys, type SweepReceipt } from '../src/store/swee
 import type { ChangeEvent, ChangeKind, GraphQLContext } from './context.js';
 import { toStoreFilter, type OperationFilterArgs } from './operations.js';
 import { matchesOperationFilter } from '../src/store/operations/index.js';
+import { classifyDatabaseError } from '../src/store/errors.js';
 import { canSeeOperation, canSeeOwned, viewerDID } from './viewer.js';
 import { sweepReceiptMatches, type SweepReceiptFilterArgs } from './sweeps.js';
 import type { WatchFilterArgs } from './watches.js';
@@ -25,6 +26,15 @@ import type { WatchFilterArgs } from './watches.js';
  * a subscriber with this many distinct nodes waiting is closed as too slow.
  */
 export const MAX_PENDING_EVENTS = 1_000;
+
+/**
+ * Attempts of one event's read when the database fails in a retryable way
+ * (a terminated backend, a timeout, a busy SQLite file): the pool replaces a
+ * lost connection, so the next attempt usually succeeds on a fresh one.
+ */
+export const MAX_EVENT_READ_ATTEMPTS = 4;
+/** Wait before the second attempt (ms), doubling for each further one. */
+export const EVENT_READ_RETRY_DELAY_MS = 50;
 
 /** What one subscription listens for. */
 export interface ChangeStreamOptions<T> {
@@ -41,6 +51,14 @@ export interface ChangeStreamOptions<T> {
  * The async stream a subscription field returns. It listens from the moment
  * the subscription is accepted (not from the first read), and closing it,
  * whether or not it was ever read, frees its slot and its listener.
+ *
+ * A stream that has to end (token expired, too slow, the database gone)
+ * yields the error as its last value and then completes: the field's
+ * resolver returns it, so graphql-js reports it as that field's error, and
+ * every transport sends one `next` with `errors`, then `complete`. Thrown out
+ * of the iterator instead, each transport did something else with it (yoga's
+ * SSE sent it, graphql-sse's plugin tore its stream down, and the process with
+ * it, over an unhandled rejection).
  */
 export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): Promise<AsyncIterableIterator<T>> {
   // Refused before anything is registered, so a refusal holds nothing.
@@ -48,30 +66,38 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
   let queue: ChangeEvent[] = [];
   let wake: (() => void) | undefined;
   let failure: GraphQLError | undefined;
+  /** Delivers the final error and stops the repeater, once its executor runs. */
+  let endWith: ((error: GraphQLError) => void) | undefined;
+  /** Ends the stream with `error` (the first reason wins) and frees what it holds at once. */
+  const fail = (error: GraphQLError) => {
+    if (failure !== undefined) return;
+    failure = error;
+    queue = [];
+    cleanup();
+    endWith?.(error);
+  };
   const unlisten = ctx.changes.listen((event) => {
     if (failure !== undefined || event.kind !== options.kind) return;
     if (options.nodeKey !== undefined && event.nodeKey !== options.nodeKey) return;
     if (queue.length >= MAX_PENDING_EVENTS) queue = lastOccurrences(queue);
     if (queue.length >= MAX_PENDING_EVENTS) {
-      failure = new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } });
-      queue = [];
-    } else {
-      queue.push(event);
+      fail(new GraphQLError('subscriber too slow: re-query, then subscribe again', { extensions: { code: 'SUBSCRIBER_TOO_SLOW' } }));
+      return;
     }
+    queue.push(event);
     wake?.();
   });
   // A stream outliving its bearer token would keep serving a viewer nobody vouches for any more.
   const expiry =
     ctx.credentialsExpireAt === null
       ? undefined
-      : setTimeout(() => {
-          failure ??= new GraphQLError('the bearer token expired: subscribe again with a fresh token', { extensions: { code: 'TOKEN_EXPIRED' } });
-          queue = [];
-          wake?.();
-        }, Math.min(2_147_483_647, Math.max(0, ctx.credentialsExpireAt - ctx.store.now())));
+      : setTimeout(
+          () => fail(new GraphQLError('the bearer token expired: subscribe again with a fresh token', { extensions: { code: 'TOKEN_EXPIRED' } })),
+          Math.min(2_147_483_647, Math.max(0, ctx.credentialsExpireAt - ctx.store.now())),
+        );
   expiry?.unref();
   let cleaned = false;
-  const cleanup = () => {
+  function cleanup() {
     if (cleaned) return;
     cleaned = true;
     clearTimeout(expiry);
@@ -79,7 +105,7 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
     unregister();
     release();
     wake?.();
-  };
+  }
 
   const repeater = new Repeater<T>(async (push, stop) => {
     let stopped = false;
@@ -87,12 +113,14 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
       stopped = true;
       wake?.();
     });
+    endWith = (error) => {
+      // Queued behind whatever the transport has not taken yet, then the end.
+      void push(error as unknown as T);
+      stop();
+    };
+    if (failure !== undefined) return endWith(failure);
     try {
       while (!stopped && !cleaned) {
-        if (failure !== undefined) {
-          stop(failure);
-          break;
-        }
         const event = queue.shift();
         if (event === undefined) {
           await new Promise<void>((resolve) => {
@@ -101,15 +129,19 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
           wake = undefined;
           continue;
         }
-        // A fresh loader cache for this event: the subscription's context
-        // lives as long as the stream, and a cached row would be stale.
-        (ctx as unknown as Record<symbol, object>)[contextCacheSymbol] = {};
-        const node = await options.load(event, ctx);
-        if (node !== null && (options.accept?.(node) ?? true)) await push(node);
+        const node = await loadWithRetries(event);
+        if (node !== null && !cleaned && (options.accept?.(node) ?? true)) await push(node);
       }
     } catch (error) {
-      ctx.log.error({ err: error }, 'subscription failed');
-      stop(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
+      const database = classifyDatabaseError(error);
+      if (database !== null) {
+        // Typed and retryable, like a request's: the client re-queries and subscribes again.
+        ctx.log.warn({ err: error, code: database.code }, 'subscription ended: its database reads kept failing');
+        fail(new GraphQLError(database.message, { extensions: { code: database.code, retryable: true } }));
+      } else {
+        ctx.log.error({ err: error }, 'subscription failed');
+        fail(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
+      }
     } finally {
       cleanup();
     }
@@ -118,6 +150,23 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
     void repeater.return();
     cleanup();
   });
+
+  /** One event's node, its read retried on a retryable database failure (each attempt with fresh loaders and a fresh shared snapshot). */
+  async function loadWithRetries(event: ChangeEvent): Promise<T | null> {
+    for (let attempt = 1; ; attempt++) {
+      // A fresh loader cache for this event: the subscription's context
+      // lives as long as the stream, and a cached row would be stale.
+      (ctx as unknown as Record<symbol, object>)[contextCacheSymbol] = {};
+      try {
+        return await options.load(event, ctx);
+      } catch (error) {
+        const database = classifyDatabaseError(error);
+        if (database === null || attempt >= MAX_EVENT_READ_ATTEMPTS || cleaned) throw error;
+        ctx.log.warn({ err: error, code: database.code, attempt }, 'subscription read failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, EVENT_READ_RETRY_DELAY_MS * 2 ** (attempt - 1)));
+      }
+    }
+  }
 
   const stream: AsyncIterableIterator<T> = {
     next: () => repeater.next(),
@@ -167,8 +216,13 @@ const snapshots = new WeakMap<ChangeEvent, Promise<unknown>>();
 export function snapshotOf<R>(event: ChangeEvent, read: () => Promise<R>): Promise<R> {
   let pending = snapshots.get(event) as Promise<R> | undefined;
   if (pending === undefined) {
-    pending = read();
-    snapshots.set(event, pending);
+    const reading = read();
+    pending = reading;
+    snapshots.set(event, reading);
+    // A failed read is not the row: forgotten, so the next subscriber (or a retry) reads again.
+    reading.catch(() => {
+      if (snapshots.get(event) === reading) snapshots.delete(event);
+    });
   }
   return pending;
 }

@@ -35,6 +35,7 @@
  * such need).
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { GraphQLError } from 'graphql';
 import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin, YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConfig } from '../auth/index.js';
@@ -150,8 +151,9 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
           return [refusalBody(prepared.errors), { status: prepared.status, statusText: STATUS_TEXT[prepared.status] ?? 'Bad Request', headers: { 'content-type': 'application/json; charset=utf-8', ...prepared.headers } }];
         }
         const result = await (prepared.operation === 'subscription' ? enveloped.subscribe(prepared.args) : enveloped.execute(prepared.args));
+        if (typeof result === 'object' && result !== null && Symbol.asyncIterator in result) return endingWithErrors(result as AsyncIterable<unknown>) as never;
         // The handler takes a result without `data` for execution arguments ("Unable to detect operation AST").
-        if (typeof result === 'object' && result !== null && !(Symbol.asyncIterator in result) && !('data' in result)) return { data: null, ...result } as never;
+        if (typeof result === 'object' && result !== null && !('data' in result)) return { data: null, ...result } as never;
         return result as never;
       },
       // Counts each result queued for a stream; a stream whose client has not read `maxBacklog` of them is ended.
@@ -329,6 +331,42 @@ const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthor
 function defaultAdmission(perViewer: number, total: number): NonNullable<GraphQLSSEOptions['admit']> {
   const pool = createAdmissionPool({ perViewer, perIP: 0, total, unknownPercent: 100 }, 'event streams');
   return async ({ viewerDID, ip }) => pool.admit({ viewerDID, ip, standing: 'known' });
+}
+
+/**
+ * A subscription's results, a thrown error turned into a last result with
+ * `errors` (then the end): thrown, it would reach graphql-sse's response
+ * stream, whose failed pull is an unhandled rejection that ends the process.
+ * The subscriptions end themselves with a result (resolvers/subscriptions.ts);
+ * this keeps any other throw from taking the server down. Written by hand, not
+ * as an async generator: a generator waiting for the next result would queue
+ * the handler's `return()` behind it, and a stopped subscription would hold its
+ * slot until its next event.
+ */
+function endingWithErrors(results: AsyncIterable<unknown>): AsyncIterableIterator<unknown> {
+  const inner = results[Symbol.asyncIterator]();
+  let failed = false;
+  return {
+    next: async () => {
+      if (failed) return { done: true, value: undefined };
+      try {
+        return await inner.next();
+      } catch (error) {
+        failed = true;
+        // Typed errors (no original) pass as they are; anything else gets the mask's words.
+        const typed = error instanceof GraphQLError && error.originalError === undefined;
+        return { done: false, value: { data: null, errors: [typed ? error : new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })] } };
+      }
+    },
+    return: async (value?: unknown) => (await inner.return?.(value)) ?? { done: true, value },
+    throw: async (error?: unknown) => {
+      if (inner.throw !== undefined) return inner.throw(error);
+      throw error;
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /** A graphql-sse "response" tuple (what `authenticate` may return instead of a token). */

@@ -87,3 +87,10 @@ export class InvalidInputError extends StoreError {
     super(`${field}: ${message}`);
   }
 }
+
+/**
+ * Which failures of a store call are retryable database failures (a lost
+ * connection, a timeout, no free connection) rather than defects: the
+ * database layer's rule, re-exported for the layers above the store.
+ */
+export { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
