@@ -57,7 +57,7 @@ export interface ChangeStreamOptions<T> {
  * resolver returns it, so graphql-js reports it as that field's error, and
  * every transport sends one `next` with `errors`, then `complete`. Thrown out
  * of the iterator instead, each transport did something else with it (yoga's
- * SSE sent it, graphql-sse's plugin tore its stream down, and the process with
+ * SSE sent it, graphql-sse's handler tore its stream down, and the process with
  * it, over an unhandled rejection).
  */
 export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStreamOptions<T>): Promise<AsyncIterableIterator<T>> {
