@@ -24,6 +24,11 @@ const transports = (process.env.TRANSPORTS ?? TRANSPORTS.join(',')).split(',') a
 const AUDIENCE = 'connector-store-stalled';
 const SUBSCRIPTION = 'subscription($id: ID!) { operationChanged(id: $id) { id state attempts version leaseExpiresAt updatedAt } }';
 
+/** The server's V8 heap in use (prom-client's nodejs_heap_size_used_bytes on /metrics), MB: what RSS alone cannot tell apart, live data from garbage not yet collected. */
+async function heapUsedMB(origin: string): Promise<number> {
+  const text = await (await fetch(`${origin}/metrics`)).text();
+  return Math.round(Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? NaN) / 1024 / 1024);
+}
 const rssMB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 async function run(transport: Transport) {
@@ -64,6 +69,10 @@ async function run(transport: Transport) {
     const renewMs = Date.now() - startedAt;
     await new Promise((r) => setTimeout(r, 1_000));
     const after = rssMB(pid);
+    const heapAfter = await heapUsedMB(server.origin);
+    // Idle for a while: V8 collects once allocation stops (its memory reducer); what is still used then is held.
+    await new Promise((r) => setTimeout(r, Number(process.env.IDLE_MS ?? 15_000)));
+    const heapIdle = await heapUsedMB(server.origin);
     const resumed = await Promise.all(reading ?? subscribers.map((s) => s.resume(1_500)));
     const counts = resumed.map((r) => r.results.length);
     const codes = new Set(resumed.flatMap((r) => r.results.flatMap((x) => x.errors?.map((e) => String(e.extensions?.code)) ?? [])));
@@ -78,6 +87,8 @@ async function run(transport: Transport) {
         renewSeconds: renewMs / 1_000,
         rssBeforeMB: Math.round(before),
         rssAfterMB: Math.round(after),
+        heapUsedAfterMB: heapAfter,
+        heapUsedIdleMB: heapIdle,
         eventsOnResume: { min: Math.min(...counts), max: Math.max(...counts) },
         bytesOnResume: { max: Math.max(...resumed.map((r) => r.bytes)) },
         ended: resumed.filter((r) => r.ended).length,

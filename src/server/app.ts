@@ -10,7 +10,7 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { TracerProvider } from '@opentelemetry/api';
 import { GraphQLError, type ValidationContext } from 'graphql';
-import { createYoga, useExecutionCancellation, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
 import { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
@@ -212,9 +212,8 @@ export function createServerApp({
     useQueryCostBudget({ maxCost: config.limits.maxCost, maxBulkRows: config.limits.maxBulkRows }, { costArguments: COST_ARGUMENTS, bulkRowsExtension: BULK_ROWS }),
     useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
-    // A client that goes away (socket closed, request aborted) ends its
-    // execution and, for subscriptions, frees everything the stream held.
-    useExecutionCancellation(),
+    // A client that goes away (socket closed, request aborted) ends its execution.
+    cancelExecutionWithItsRequest(),
     useCompiledExecution(),
     // Last: it wraps whichever execute function the plugins above chose, so SQL spans nest under it.
     ...(tracerProvider !== undefined ? [useTracing(tracerProvider)] : []),
@@ -300,6 +299,23 @@ export function createServerApp({
     changes,
     persistedDocuments,
     admitWebSocketConnection: async (viewerDID, ip) => webSocketConnections.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
+  };
+}
+
+/**
+ * Yoga's `useExecutionCancellation`, for queries and mutations only. Given to
+ * a subscription, the request's signal made @graphql-tools/executor race every
+ * event's fields against one promise that lives as long as the stream, adding
+ * a reaction to it each time: about 700 bytes held per delivered event, for
+ * good (graphql-tools issue 7563; issue 19 item 4, `bench/stalled-subscribers.ts`).
+ * A subscription needs no signal: when its client goes away the transport
+ * returns its iterator, which frees everything the stream held.
+ */
+function cancelExecutionWithItsRequest(): Plugin<GraphQLContext> {
+  return {
+    onExecute({ args }) {
+      (args as { signal?: AbortSignal }).signal = (args.contextValue as { request?: Request } | undefined)?.request?.signal ?? undefined;
+    },
   };
 }
 
