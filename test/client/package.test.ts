@@ -141,6 +141,17 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(result.persistedDocuments).toBeGreaterThan(50);
   });
 
+  it('the worker recipe of client/README.md runs as it is written (its server and audience swapped for the test server)', async () => {
+    const readme = await readFile(join(CLIENT, 'README.md'), 'utf8');
+    const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs'));
+    expect(recipe).toBeDefined();
+    expect(recipe).toContain("'http://127.0.0.1:4000/graphql'");
+    const script = recipe!.replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(`${started!.server.origin}/graphql`)).replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
+    await writeFile(join(project, 'readme-worker.mjs'), script);
+    const { stdout } = await run(process.execPath, ['readme-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+    expect(stdout).toMatch(new RegExp(`^signing as ${did}\nCLAIMED \\S+\n$`));
+  });
+
   it('bundles for the browser with no Node built-in (and tree-shakes the documents it does not use)', async () => {
     const bundle = await build({
       stdin: {
