@@ -30,5 +30,15 @@ export {
   type Viewer,
 } from './viewer.js';
 export { connectionParamsHeaders } from './connection-params.js';
-export { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, localKeyFromJWK, type LocalKey } from './local-key.js';
+export {
+  generateLocalKey,
+  KeyFileError,
+  loadKeyFile,
+  LOCAL_KEY_PATH,
+  loadOrCreateLocalKey,
+  localKeyFromJWK,
+  writeKeyFile,
+  type LocalKey,
+  type WriteKeyFileOptions,
+} from './local-key.js';
 export { mintToken, type MintTokenOptions } from './mint-token.js';

@@ -1,11 +1,12 @@
 /**
  * The command-line entry point: `tsx src/cli/index.ts <command> [args]`, as
- * the package scripts run it (`npm run token`, `demo`, `migrate`,
+ * the package scripts run it (`npm run token`, `keygen`, `demo`, `migrate`,
  * `retention`, `ops`). Every command has the shape of `command.ts`.
  */
 import { USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
 import { consoleBuildCommand } from './console-build.js';
 import { demoCommand } from './demo.js';
+import { keygenCommand } from './keygen.js';
 import { migrateCommand } from './migrate.js';
 import { opsCommand } from './ops.js';
 import { retentionCommand } from './retention.js';
@@ -14,6 +15,7 @@ import { tokenCommand } from './token.js';
 /** Every command, by the name the package script passes. */
 const COMMANDS: Readonly<Record<string, Command>> = {
   token: tokenCommand,
+  keygen: keygenCommand,
   demo: demoCommand,
   migrate: migrateCommand,
   retention: retentionCommand,

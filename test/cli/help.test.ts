@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Command } from '../../src/cli/command.js';
 import { demoCommand } from '../../src/cli/demo.js';
+import { keygenCommand } from '../../src/cli/keygen.js';
 import { migrateCommand } from '../../src/cli/migrate.js';
 import { opsCommand } from '../../src/cli/ops.js';
 import { retentionCommand } from '../../src/cli/retention.js';
@@ -43,7 +44,8 @@ const COMMANDS: [string, Command, string[][]][] = [
   ['retention', retentionCommand, [[]]],
   ['migrate', migrateCommand, [['latest'], ['down'], ['status']]],
   ['ops', opsCommand, [['stuck'], ['show', OPERATION_ID], ['retry', 'did:key:zCaller', 'op-1'], ['cancel', OPERATION_ID, '--reason', 'dup']]],
-  ['token', tokenCommand, [[], ['--ttl', '60']]],
+  ['token', tokenCommand, [[], ['--ttl', '60'], ['--key', 'k.json', '--audience', 'aud']]],
+  ['keygen', keygenCommand, [['--out', 'k.json'], ['--out', 'k.json', '--force']]],
 ];
 
 describe.each(COMMANDS)('%s', (name, command, invocations) => {
@@ -80,7 +82,7 @@ describe('tsx src/cli/index.ts', () => {
     for (const flag of ['--help', '-h']) {
       const help = await cli(flag);
       expect(help.code).toBe(0);
-      expect(help.stdout).toMatch(/^usage: .*<token\|demo\|migrate\|retention\|ops\|console-build>/);
+      expect(help.stdout).toMatch(/^usage: .*<token\|keygen\|demo\|migrate\|retention\|ops\|console-build>/);
       expect(help.stdout).toMatch(/^ {2}retention {2,}/m);
     }
     for (const argv of [[], ['sideways']]) {

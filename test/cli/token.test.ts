@@ -58,7 +58,7 @@ describe('token command', () => {
   });
 
   it('refuses a ttl the server would refuse, and unknown arguments', async () => {
-    for (const argv of [['--ttl', '3601'], ['--ttl=0'], ['--ttl'], ['--ttl', '1h'], ['--audience', 'x']]) {
+    for (const argv of [['--ttl', '3601'], ['--ttl=0'], ['--ttl'], ['--ttl', '1h'], ['--issuer', 'x'], ['--audience']]) {
       const result = await run(argv);
       expect(result.code).toBe(2);
       expect(result.stdout).toBe('');
