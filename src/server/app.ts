@@ -308,13 +308,28 @@ export function createServerApp({
  * event's fields against one promise that lives as long as the stream, adding
  * a reaction to it each time: about 700 bytes held per delivered event, for
  * good (graphql-tools issue 7563; issue 19 item 4, `bench/stalled-subscribers.ts`).
- * A subscription needs no signal: when its client goes away the transport
- * returns its iterator, which frees everything the stream held.
+ * A subscription gets one abort listener instead, which returns its iterator
+ * (freeing everything the stream held) when the request is aborted.
  */
 function cancelExecutionWithItsRequest(): Plugin<GraphQLContext> {
+  const signalOf = (contextValue: unknown) => (contextValue as { request?: Request } | undefined)?.request?.signal;
   return {
     onExecute({ args }) {
-      (args as { signal?: AbortSignal }).signal = (args.contextValue as { request?: Request } | undefined)?.request?.signal ?? undefined;
+      (args as { signal?: AbortSignal }).signal = signalOf(args.contextValue) ?? undefined;
+    },
+    // One listener per subscription (not one reaction per event): an aborted request returns the stream's iterator.
+    onSubscribe({ args }) {
+      const signal = signalOf(args.contextValue);
+      if (signal === undefined) return;
+      return {
+        onSubscribeResult({ result }) {
+          if (!(Symbol.asyncIterator in result)) return;
+          const stop = () => void (result as AsyncGenerator).return?.(undefined);
+          if (signal.aborted) return stop();
+          signal.addEventListener('abort', stop, { once: true });
+          return { onEnd: () => signal.removeEventListener('abort', stop) };
+        },
+      };
     },
   };
 }
