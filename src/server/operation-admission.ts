@@ -75,7 +75,7 @@ export async function admitOperationRequest(request: Request, admission: Operati
     if (!(error instanceof GraphQLError)) throw error;
     const status = (error.extensions.http as { status?: number } | undefined)?.status ?? 400;
     return {
-      refusal: new Response(JSON.stringify({ errors: [{ message: error.message, extensions: { code: error.extensions.code } }] }), {
+      refusal: new Response(refusalBody([error]), {
         status,
         headers: { 'content-type': 'application/json; charset=utf-8', ...(status === 413 && { connection: 'close' }) },
       }),

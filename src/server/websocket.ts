@@ -67,7 +67,7 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
   // would put its `subscriptions` map where the per-viewer limiter belongs.
   const enveloped = (connectionParams: Readonly<Record<string, unknown>> | undefined, extra: object) =>
     app.yoga.getEnveloped({ connectionParams, ...extra } as Parameters<typeof app.yoga.getEnveloped>[0]);
-  const enveloped_ = (ctx: { connectionParams?: Readonly<Record<string, unknown>>; extra: { request: unknown; socket: unknown } }, params: unknown) =>
+  const envelopedFor = (ctx: { connectionParams?: Readonly<Record<string, unknown>>; extra: { request: unknown; socket: unknown } }, params: unknown) =>
     enveloped(ctx.connectionParams, { req: ctx.extra.request, socket: ctx.extra.socket, params });
 
   const disposable = useServer<Record<string, unknown> | undefined>(
@@ -115,13 +115,13 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
         }
       },
       onSubscribe: async (ctx, _id, params) => {
-        const enveloped = enveloped_(ctx, params);
+        const enveloped = envelopedFor(ctx, params);
         let query: string;
         try {
           // PERSISTED_DOCUMENTS: the same rule as over HTTP (an id in `extensions.persistedQuery` or `documentId`, with `query: ""`).
           query = app.persistedDocuments === undefined ? params.query : app.persistedDocuments.resolve(params as Parameters<typeof app.persistedDocuments.resolve>[0]);
         } catch (error) {
-          if (error instanceof GraphQLError) return [error];
+          if (error instanceof GraphQLError) return [withoutHTTP(error)];
           throw error;
         }
         // The yoga app's parse, validate and context, with the refusals and codes of /graphql (operation-admission.ts).
