@@ -352,9 +352,9 @@ export async function finalizeOperation(
   return { finalized: result.finalized, replayed: result.replayed, operationNodeKey: operation.nodeKey, operation: committed, watch };
 }
 
-/** `dueOperations` (service principals): live operations due now with no live lease, oldest first. */
-export function listDueOperations(first: number, ctx: GraphQLContext): Promise<ConnectorOperation[]> {
-  return operations.listDueOperations(ctx.store, { limit: first });
+/** `dueOperations` (service principals): live operations due now with no live lease, oldest first; one connector's when named. */
+export function listDueOperations(input: { first: number; connectorName?: string | null }, ctx: GraphQLContext): Promise<ConnectorOperation[]> {
+  return operations.listDueOperations(ctx.store, { limit: input.first, connectorName: input.connectorName ?? undefined });
 }
 
 /** `resumeDeferred`: a service resumes any owner's work; a user only their own. */

@@ -331,7 +331,7 @@ builder.queryFields((t) => ({
   dueOperations: t.field({
     type: [ConnectorOperation],
     description:
-      'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first. Claim one with acquireOperationLease.',
+      'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first; with `connectorName`, only that connector’s. Claim one with acquireOperationLease.',
     authScopes: { service: true },
     args: {
       first: t.arg.int({
@@ -340,9 +340,14 @@ builder.queryFields((t) => ({
         validate: z.number().int().min(1).max(MAX_PAGE_SIZE),
         description: `At most this many operations (1 to ${MAX_PAGE_SIZE}).`,
       }),
+      connectorName: t.arg.string({
+        required: false,
+        validate: nameInput.optional().nullable(),
+        description: 'Only this connector’s operations (e.g. the connector a worker runs). Omitted: every connector’s.',
+      }),
     },
     complexity: firstComplexity,
-    resolve: (_root, args, ctx) => resolve.listDueOperations(args.first ?? 20, ctx),
+    resolve: (_root, args, ctx) => resolve.listDueOperations({ first: args.first ?? 20, connectorName: args.connectorName }, ctx),
   }),
   operationByKey: t.field({
     type: ConnectorOperation,

@@ -138,5 +138,30 @@ describeEachDialect('operations: scheduling', (suite) => {
     it('refuses a negative limit', async () => {
       await expect(listDueOperations(suite.store, { limit: -1 })).rejects.toBeInstanceOf(InvalidInputError);
     });
+
+    it('with a connector name lists only that connector’s due operations, in the same order', async () => {
+      const due = async (operationID: string, connectorName: string, nextAttemptAt: number, nodeKey: string) => {
+        const { fence } = await claimFresh(suite.store, { operationID, connectorName });
+        await setColumns(suite.store, fence.key, { next_attempt_at: nextAttemptAt, node_key: nodeKey, lease_token: null, lease_expires_at: null });
+      };
+      const now = suite.clock.now();
+      await due('a-late', 'a', now - 10, 'node-1');
+      await due('b-early', 'b', now - 1_000, 'node-2');
+      await due('a-tie-2', 'a', now - 500, 'node-4');
+      await due('a-tie-1', 'a', now - 500, 'node-3');
+      const ids = async (input: { connectorName?: string; limit?: number }) =>
+        (await listDueOperations(suite.store, { limit: 10, ...input })).map((op) => op.operationID);
+
+      expect(await ids({ connectorName: 'a' })).toEqual(['a-tie-1', 'a-tie-2', 'a-late']);
+      expect(await ids({ connectorName: 'a', limit: 1 })).toEqual(['a-tie-1']);
+      expect(await ids({ connectorName: 'b' })).toEqual(['b-early']);
+      expect(await ids({ connectorName: 'no-such-connector' })).toEqual([]);
+      expect(await ids({})).toEqual(['b-early', 'a-tie-1', 'a-tie-2', 'a-late']);
+    });
+
+    it('refuses an empty connector name', async () => {
+      await expect(listDueOperations(suite.store, { limit: 10, connectorName: '' })).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(listDueOperations(suite.store, { limit: 0, connectorName: '' })).rejects.toBeInstanceOf(InvalidInputError);
+    });
   });
 });

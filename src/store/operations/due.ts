@@ -77,13 +77,22 @@ export function dueOperationsQuery(store: StoreContext, now: number) {
 /**
  * Live operations ready for a worker: `next_attempt_at <= now`, not
  * deferred, lease absent or expired; oldest first (`next_attempt_at`, then
- * `node_key`), at most `limit`. `now` defaults to the store clock.
+ * `node_key`), at most `limit`. `now` defaults to the store clock;
+ * `connectorName`, when given, keeps only that connector's operations
+ * (default: every connector's).
  */
-export async function listDueOperations(store: StoreContext, input: { limit: number; now?: number }): Promise<ConnectorOperation[]> {
+export async function listDueOperations(
+  store: StoreContext,
+  input: { limit: number; now?: number; connectorName?: string },
+): Promise<ConnectorOperation[]> {
   requireNonNegativeInteger('limit', input.limit);
+  if (input.connectorName !== undefined) requireNonEmptyString('connectorName', input.connectorName);
   if (input.limit === 0) return [];
   const now = input.now ?? store.now();
-  const rows = await dueOperationsQuery(store, now)
+  let query = dueOperationsQuery(store, now);
+  // Here, not in dueOperationsQuery: the /metrics backlog counts every connector's due work.
+  if (input.connectorName !== undefined) query = query.where('connector_name', '=', input.connectorName);
+  const rows = await query
     .selectAll()
     .orderBy('next_attempt_at', 'asc')
     .orderBy('node_key', 'asc')
