@@ -3,7 +3,9 @@
  * operations (`ClaimOperationDocument`, … with their result and variables
  * types) and bearer tokens (`mintToken`, `createTokenSource`). Runs in Node
  * ≥ 20 and in browsers; the Node-only key-file helpers are
- * `connector-store-client/key-file`. See README.md.
+ * `connector-store-client/key-file`. The write-back runtime (`writeBack`,
+ * `runWorker`, `createStoreClient`) is also `connector-store-client/runtime`. See README.md.
  */
 export * from './token.js';
 export * from './generated/graphql.js';
+export * from './runtime/index.js';

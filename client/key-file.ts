@@ -5,6 +5,7 @@
  * so a browser bundle of the rest never meets `node:fs`.
  */
 import { readFile } from 'node:fs/promises';
+import { createStoreClient, type StoreClient, type StoreClientOptions } from './runtime/store-client.js';
 import { createTokenSource, importSigningKey, type Ed25519PrivateJWK, type SigningKey, type TokenSource, type TokenSourceOptions } from './token.js';
 
 /**
@@ -56,4 +57,20 @@ export async function signingKeyFromFile(path: string | URL): Promise<SigningKey
 export async function tokenSourceFromKeyFile(path: string | URL, options: Omit<TokenSourceOptions, 'key'> = {}): Promise<TokenSource & { readonly did: string }> {
   const key = await signingKeyFromFile(path);
   return { ...createTokenSource({ ...options, key }), did: key.did };
+}
+
+/**
+ * A {@link StoreClient} (see `createStoreClient`) for the server at
+ * `options.url`, signing every request with the key file at `path` through
+ * {@link tokenSourceFromKeyFile}: the one line a worker needs before
+ * `runWorker`. `options.audience` and `options.lifetimeSeconds` go to the
+ * token source (defaults: `connector-store`, 900 s); the DID is `client.did`.
+ */
+export async function storeClientFromKeyFile(
+  path: string | URL,
+  options: Omit<StoreClientOptions, 'tokens'> & Pick<TokenSourceOptions, 'audience' | 'lifetimeSeconds'>,
+): Promise<StoreClient & { readonly did: string }> {
+  const { audience, lifetimeSeconds, ...clientOptions } = options;
+  const tokens = await tokenSourceFromKeyFile(path, { lifetimeSeconds: lifetimeSeconds ?? 900, ...(audience !== undefined && { audience }) });
+  return { ...createStoreClient({ ...clientOptions, tokens }), did: tokens.did };
 }

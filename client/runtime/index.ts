@@ -1,0 +1,25 @@
+/**
+ * The write-back runtime (`connector-store-client/runtime`): a GraphQL client
+ * for the server ({@link createStoreClient}), one operation through the
+ * fenced protocol ({@link writeBack}), and a worker that runs a connector's
+ * due operations ({@link runWorker}). See docs/worker.md of the server.
+ */
+export { createStoreClient, StoreRequestError, type StoreClient, type StoreClientOptions, type StoreRequestOptions, type StoreSubscriptionSink, type StoreTokens } from './store-client.js';
+export {
+  writeBack,
+  LeaseLostError,
+  SendNotAllowedError,
+  type AcquireInput,
+  type CommittedOutcome,
+  type FailedOutcome,
+  type ReconcileContext,
+  type ReconcileOutcome,
+  type SendContext,
+  type SendOutcome,
+  type WriteBackEvent,
+  type WriteBackHandler,
+  type WriteBackOperation,
+  type WriteBackOptions,
+  type WriteBackResult,
+} from './write-back.js';
+export { runWorker, type RunWorkerOptions, type Worker, type WorkerCounters, type WorkerEvent } from './worker.js';
