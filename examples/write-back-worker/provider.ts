@@ -1,0 +1,148 @@
+/**
+ * A fake third-party provider for the write-back example (node:http on
+ * 127.0.0.1). It applies every create/update it receives, **without**
+ * deduplicating (a real provider might not, and the point is to prove the
+ * worker's exactly-once), counts raw applies per event id, and lets a reconcile
+ * look an event up. It can be told to fail (503 before applying), stall (answer
+ * late), drop the response after applying (the connection is cut: the caller
+ * cannot know), or refuse a target for good (422).
+ *
+ *   POST /items   {eventID, operationID, op, model, target, payload} → 201 {id, etag}
+ *   GET  /items?eventID=…                                           → 200 {id, etag} | 404
+ *   GET  /stats                                                     → {applies, lookups, dropped, failed, stalled}
+ *   POST /faults  {failRate?, stallRate?, stallMs?, dropRate?, rejectTargets?}
+ *
+ * Run alone: `npx tsx examples/write-back-worker/provider.ts [port]`.
+ */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+/** What the provider does wrong, on purpose. Rates are probabilities per request in [0, 1]. */
+export interface ProviderFaults {
+  /** Answer 503 (Retry-After: 0) without applying. */
+  failRate: number;
+  /** Apply, then answer only after `stallMs`. */
+  stallRate: number;
+  stallMs: number;
+  /** Apply, then cut the connection without answering. */
+  dropRate: number;
+  /** Targets refused for good: 422, nothing applied. */
+  rejectTargets: string[];
+}
+
+/** What the provider has seen. */
+export interface ProviderStats {
+  /** Raw applies per event id (2 would be a duplicate write). */
+  applies: Record<string, number>;
+  /** Reconcile lookups (GET /items?eventID). */
+  lookups: number;
+  dropped: number;
+  failed: number;
+  stalled: number;
+  rejected: number;
+}
+
+/** A running fake provider. */
+export interface FakeProvider {
+  /** `http://127.0.0.1:PORT`. */
+  url: string;
+  stats(): ProviderStats;
+  setFaults(faults: Partial<ProviderFaults>): void;
+  close(): Promise<void>;
+}
+
+interface Item {
+  id: string;
+  etag: string;
+  eventID: string;
+}
+
+/** Starts the provider on 127.0.0.1 (`port` 0: any free one). */
+export async function startFakeProvider(options: { port?: number; faults?: Partial<ProviderFaults> } = {}): Promise<FakeProvider> {
+  const faults: ProviderFaults = { failRate: 0, stallRate: 0, stallMs: 2_000, dropRate: 0, rejectTargets: [], ...options.faults };
+  const items = new Map<string, Item>();
+  const stats: ProviderStats = { applies: {}, lookups: 0, dropped: 0, failed: 0, stalled: 0, rejected: 0 };
+  let next = 0;
+
+  const server: Server = createServer(async (request, response) => {
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      response.writeHead(status, { 'content-type': 'application/json', ...headers });
+      response.end(JSON.stringify(body));
+    };
+    try {
+      if (request.method === 'POST' && url.pathname === '/items') {
+        const body = JSON.parse(await readBody(request)) as { eventID?: unknown; target?: unknown };
+        if (typeof body.eventID !== 'string' || body.eventID === '') return json(400, { error: 'eventID is required' });
+        if (typeof body.target === 'string' && faults.rejectTargets.includes(body.target)) {
+          stats.rejected++;
+          return json(422, { error: `target ${body.target} does not accept writes` });
+        }
+        if (Math.random() < faults.failRate) {
+          stats.failed++;
+          return json(503, { error: 'provider busy' }, { 'retry-after': '0' });
+        }
+        // Applied: every request counts, duplicates included.
+        const item: Item = { id: `item-${++next}`, etag: `"${next}"`, eventID: body.eventID };
+        items.set(body.eventID, item);
+        stats.applies[body.eventID] = (stats.applies[body.eventID] ?? 0) + 1;
+        if (Math.random() < faults.dropRate) {
+          stats.dropped++;
+          request.socket.destroy();
+          return;
+        }
+        if (Math.random() < faults.stallRate) {
+          stats.stalled++;
+          await new Promise((resolve) => setTimeout(resolve, faults.stallMs));
+        }
+        return json(201, { id: item.id, etag: item.etag });
+      }
+      if (request.method === 'GET' && url.pathname === '/items') {
+        stats.lookups++;
+        const item = items.get(url.searchParams.get('eventID') ?? '');
+        return item === undefined ? json(404, { error: 'no such event' }) : json(200, { id: item.id, etag: item.etag });
+      }
+      if (request.method === 'GET' && url.pathname === '/stats') return json(200, stats);
+      if (request.method === 'POST' && url.pathname === '/faults') {
+        Object.assign(faults, JSON.parse(await readBody(request)) as Partial<ProviderFaults>);
+        return json(200, faults);
+      }
+      return json(404, { error: 'not found' });
+    } catch (error) {
+      return json(400, { error: (error as Error).message });
+    }
+  });
+  // Keep-alive sockets must not hold close() up.
+  server.keepAliveTimeout = 1_000;
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stats: () => structuredClone(stats),
+    setFaults: (update) => Object.assign(faults, update),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    request.setEncoding('utf8');
+    request.on('data', (chunk: string) => {
+      body += chunk;
+      if (body.length > 1_000_000) reject(new Error('body too large'));
+    });
+    request.on('end', () => resolve(body));
+    request.on('error', reject);
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const provider = await startFakeProvider({ port: Number(process.argv[2] ?? 4100) });
+  console.log(`fake provider on ${provider.url} (POST /faults to make it fail, stall or drop)`);
+}

@@ -1,0 +1,90 @@
+/**
+ * The example in one command: `npm run example:worker`. Makes a worker key,
+ * starts the server on a fresh SQLite file (or on DATABASE_URL) with that key
+ * as its service identity, starts the fake provider, enqueues operations, runs
+ * worker processes until every operation is COMMITTED or DEAD, and prints what
+ * happened. Options (environment): OPERATIONS (200), WORKERS (2),
+ * CONCURRENCY (4), LEASE_MS (5 000), and for the faults DROP_RATE (0.1: the
+ * provider applies, then cuts the connection), FAIL_RATE (0.05: 503),
+ * CRASH=1 (kill workers at every step: before mark-sent, after it, after the
+ * provider applied), REJECT_EVERY (25: that target refuses for good → DEAD).
+ */
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { importSigningKey } from '../../client/token.js';
+import { runScenario } from './scenario.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const number = (name: string, fallback: number) => (process.env[name] === undefined ? fallback : Number(process.env[name]));
+
+/** Writes a fresh Ed25519 private JWK (mode 0600) into `dir`; returns its path and DID. */
+export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did: string }> {
+  const jwk = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' });
+  const keyFile = join(dir, 'worker-key.json');
+  writeFileSync(keyFile, `${JSON.stringify(jwk)}\n`, { mode: 0o600 });
+  return { keyFile, did: (await importSigningKey(jwk as never)).did };
+}
+
+/** Starts `src/server/main.ts` on a free loopback port; resolves with its GraphQL URL and a stop function. */
+export async function startServer(env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', LOG_LEVEL: 'info', NODE_ENV: 'production', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffered = '';
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const match = /"msg":"connector store listening"[^\n]*"url":"([^"]+)"|"url":"([^"]+)"[^\n]*"msg":"connector store listening"/.exec(buffered);
+      if (match !== null) resolve(new URL('/graphql', match[1] ?? match[2]).href);
+    });
+    void exited.then(() => reject(new Error('the server exited before it listened')));
+  });
+  return {
+    url,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const dir = mkdtempSync(join(tmpdir(), 'write-back-example-'));
+  const audience = 'connector-store';
+  const { keyFile, did } = await makeWorkerKey(dir);
+  const server = await startServer({ DATABASE_URL: process.env.DATABASE_URL ?? `sqlite:${join(dir, 'store.sqlite')}`, SERVICE_DIDS: did, AUTH_AUDIENCE: audience, RETENTION_INTERVAL_MS: '0' });
+  console.log(`server ${server.url}, worker key ${keyFile} (${did})`);
+  try {
+    const crash = process.env.CRASH === '1';
+    const result = await runScenario({
+      storeURL: server.url,
+      audience,
+      keyFile,
+      operations: number('OPERATIONS', 200),
+      workers: number('WORKERS', 2),
+      concurrency: number('CONCURRENCY', 4),
+      leaseMs: number('LEASE_MS', 5_000),
+      faults: { dropRate: number('DROP_RATE', 0.1), failRate: number('FAIL_RATE', 0.05) },
+      rejectEvery: number('REJECT_EVERY', 25),
+      ...(crash && { crashAtSend: [5, 20] as [number, number] }),
+      log: (line) => console.log(line),
+    });
+    console.log(JSON.stringify({ ...result, provider: { ...result.provider, applies: `${Object.keys(result.provider.applies).length} events` } }, null, 2));
+    const exactlyOnce = result.duplicates.length === 0 && result.committedNotApplied.length === 0 && result.appliedNotCommitted.length === 0;
+    console.log(
+      `${result.states.COMMITTED ?? 0} committed, ${result.states.DEAD ?? 0} dead, ${exactlyOnce ? 'each applied exactly once' : 'NOT exactly once'}; ` +
+        `${result.provider.lookups} reconciles; ${result.perWorkerPerSecond.toFixed(1)} operations/s per worker`,
+    );
+    process.exitCode = exactlyOnce && !result.timedOut ? 0 : 1;
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * One run of the example: a fake provider, N write-back operations enqueued
+ * on a running server, W worker processes (worker.ts) taking them, optionally
+ * killed at every step of the protocol and behind a provider that drops
+ * responses after applying. Waits until no operation is live, stops the
+ * workers (SIGTERM: they drain), and checks what the provider applied against
+ * what the server recorded. Used by `npm run example:worker` (run.ts), the
+ * fault test (test/e2e/write-back-workers.test.ts) and `npm run bench`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { storeClientFromKeyFile } from '../../client/key-file.js';
+import { ClaimOperationDocument, ReleaseOperationLeaseDocument, type ConnectorOperationState } from '../../client/generated/graphql.js';
+import type { StoreClient } from '../../client/runtime/index.js';
+import { startFakeProvider, type ProviderFaults, type ProviderStats } from './provider.js';
+import { parse } from 'graphql';
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+const WORKER = join(ROOT, 'examples/write-back-worker/worker.ts');
+
+/** The steps a worker may be killed at (worker.ts `CRASH_AT`). */
+export const CRASH_POINTS = ['before-mark', 'after-mark', 'after-apply'] as const;
+export type CrashPoint = (typeof CRASH_POINTS)[number];
+
+/** Options of {@link runScenario}. */
+export interface ScenarioOptions {
+  /** The server's GraphQL endpoint. */
+  storeURL: string;
+  audience: string;
+  /** A key file whose DID is in the server's SERVICE_DIDS. */
+  keyFile: string;
+  operations: number;
+  workers: number;
+  /** Per worker. */
+  concurrency: number;
+  leaseMs: number;
+  /** Default: a fresh name per run. */
+  connector?: string;
+  /** The provider's faults (e.g. `{ dropRate: 0.1 }`). */
+  faults?: Partial<ProviderFaults>;
+  /** Each worker process SIGKILLs itself at a step of its n-th send, n in this range, the step rotating over {@link CRASH_POINTS}; restarted at once. Default: none. */
+  crashAtSend?: [number, number];
+  /** Also SIGKILL a random worker from outside this often (ms). Default: never. */
+  killEveryMs?: number;
+  /** Every n-th operation targets what the provider refuses for good (422 → DEAD with its message). Default: none. */
+  rejectEvery?: number;
+  /** Give up waiting after this long. Default: 120 s. */
+  timeoutMs?: number;
+  /** Progress lines. */
+  log?: (line: string) => void;
+}
+
+/** What {@link runScenario} found. */
+export interface ScenarioResult {
+  operations: number;
+  states: Partial<Record<ConnectorOperationState, number>>;
+  /** DEAD operations without a `lastError`. */
+  deadWithoutReason: string[];
+  /** Event ids the provider applied more than once. */
+  duplicates: string[];
+  /** COMMITTED operations the provider never applied, and applied operations not COMMITTED. */
+  committedNotApplied: string[];
+  appliedNotCommitted: string[];
+  /** Worker processes killed, per step (self) and from outside. */
+  crashes: Record<CrashPoint, number>;
+  externalKills: number;
+  provider: ProviderStats;
+  /** Summed from the workers that drained at the end (killed ones took theirs with them). */
+  drainedCounters: Record<string, number>;
+  /** From the first worker's start to the last operation finished. */
+  elapsedMs: number;
+  /** Finished (committed or dead) operations per second per worker. */
+  perWorkerPerSecond: number;
+  timedOut: boolean;
+}
+
+interface ScenarioOperation {
+  operationID: string;
+  deterministicEventID: string;
+  state: ConnectorOperationState;
+  lastError: string | null;
+  attempts: number;
+}
+
+interface OperationsPage {
+  operations: { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: ScenarioOperation }[] };
+}
+
+const OPERATIONS_PAGE = parse(`
+  query ScenarioOperations($after: String, $connectorName: String!) {
+    operations(first: 100, after: $after, filter: { connectorName: $connectorName }) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { operationID deterministicEventID state lastError attempts } }
+    }
+  }`) as TypedDocumentNode<OperationsPage, { after?: string | null; connectorName: string }>;
+
+const LIVE_COUNT = parse(`
+  query ScenarioLive($connectorName: String!) {
+    operationCounts(filter: { connectorName: $connectorName, states: [ATTEMPTED, RECONCILE_ONLY] }, groupBy: []) { count }
+  }`) as TypedDocumentNode<{ operationCounts: { count: number }[] }, { connectorName: string }>;
+
+/** Runs the scenario; see the module comment. Always stops what it started. */
+export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
+  const log = options.log ?? (() => {});
+  const connector = options.connector ?? `example-${Date.now().toString(36)}`;
+  const provider = await startFakeProvider({ faults: { ...options.faults, rejectTargets: ['rejected'] } });
+  const client = await storeClientFromKeyFile(options.keyFile, { url: options.storeURL, audience: options.audience });
+  const crashes: Record<CrashPoint, number> = { 'before-mark': 0, 'after-mark': 0, 'after-apply': 0 };
+  const children = new Set<ChildProcess>();
+  const drained: Record<string, number>[] = [];
+  let externalKills = 0;
+  let stopping = false;
+  let incarnation = 0;
+  let killTimer: ReturnType<typeof setInterval> | undefined;
+  try {
+    await enqueue(client, connector, options, log);
+    log(`enqueued ${options.operations} operations for connector ${connector}`);
+
+    const spawnWorker = () => {
+      const point = CRASH_POINTS[incarnation % CRASH_POINTS.length]!;
+      incarnation++;
+      const range = options.crashAtSend;
+      const crashAt = range === undefined ? undefined : `${point}@${range[0] + Math.floor(Math.random() * (range[1] - range[0] + 1))}`;
+      const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER], {
+        cwd: ROOT,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '',
+          STORE_URL: options.storeURL,
+          KEY_FILE: options.keyFile,
+          AUDIENCE: options.audience,
+          PROVIDER_URL: provider.url,
+          CONNECTOR: connector,
+          CONCURRENCY: String(options.concurrency),
+          LEASE_MS: String(options.leaseMs),
+          ...(crashAt !== undefined && { CRASH_AT: crashAt }),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.add(child);
+      let out = '';
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+        for (const line of chunk.split('\n')) {
+          const crash = /"crash":"([a-z-]+)"/.exec(line)?.[1] as CrashPoint | undefined;
+          if (crash !== undefined) crashes[crash]++;
+        }
+      });
+      child.once('exit', (_code, signal) => {
+        children.delete(child);
+        const counters = /\{"counters":(\{[^}]*\})\}/.exec(out)?.[1];
+        if (counters !== undefined) drained.push(JSON.parse(counters) as Record<string, number>);
+        if (!stopping) {
+          log(`worker ${child.pid} ended (${signal ?? 'exit'}); starting another`);
+          spawnWorker();
+        }
+      });
+    };
+
+    const started = Date.now();
+    for (let i = 0; i < options.workers; i++) spawnWorker();
+    if (options.killEveryMs !== undefined && options.killEveryMs > 0) {
+      killTimer = setInterval(() => {
+        const live = [...children];
+        const victim = live[Math.floor(Math.random() * live.length)];
+        if (victim !== undefined && victim.kill('SIGKILL')) externalKills++;
+      }, options.killEveryMs);
+    }
+
+    const deadline = started + (options.timeoutMs ?? 120_000);
+    let timedOut = false;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const live = (await client.request(LIVE_COUNT, { connectorName: connector })).operationCounts[0]?.count ?? 0;
+      if (live === 0) break;
+      if (Date.now() > deadline) {
+        timedOut = true;
+        break;
+      }
+    }
+    const elapsedMs = Date.now() - started;
+    clearInterval(killTimer);
+    stopping = true;
+    await stopWorkers(children);
+
+    const operations = await listOperations(client, connector);
+    const stats = provider.stats();
+    const states: ScenarioResult['states'] = {};
+    for (const operation of operations) states[operation.state] = (states[operation.state] ?? 0) + 1;
+    const byEvent = new Map(operations.map((operation) => [operation.deterministicEventID, operation]));
+    const finished = (states.COMMITTED ?? 0) + (states.DEAD ?? 0);
+    const drainedCounters: Record<string, number> = {};
+    for (const counters of drained) for (const [name, value] of Object.entries(counters)) drainedCounters[name] = (drainedCounters[name] ?? 0) + value;
+    return {
+      operations: operations.length,
+      states,
+      deadWithoutReason: operations.filter((operation) => operation.state === 'DEAD' && !operation.lastError).map((operation) => operation.operationID),
+      duplicates: Object.entries(stats.applies)
+        .filter(([, count]) => count > 1)
+        .map(([eventID]) => eventID),
+      committedNotApplied: operations.filter((operation) => operation.state === 'COMMITTED' && stats.applies[operation.deterministicEventID] !== 1).map((operation) => operation.operationID),
+      appliedNotCommitted: Object.keys(stats.applies).filter((eventID) => byEvent.get(eventID)?.state !== 'COMMITTED'),
+      crashes,
+      externalKills,
+      provider: stats,
+      drainedCounters,
+      elapsedMs,
+      perWorkerPerSecond: finished / (elapsedMs / 1000) / options.workers,
+      timedOut,
+    };
+  } finally {
+    clearInterval(killTimer);
+    stopping = true;
+    await stopWorkers(children);
+    client.dispose();
+    await provider.close();
+  }
+}
+
+/** Claims `options.operations` operations and releases each at once, so they are due for the workers. */
+async function enqueue(client: StoreClient, connector: string, options: ScenarioOptions, log: (line: string) => void): Promise<void> {
+  let next = 0;
+  const one = async (i: number) => {
+    const { claimOperation: claim } = await client.request(ClaimOperationDocument, {
+      input: {
+        operationID: `${connector}-${i}`,
+        connectorName: connector,
+        model: 'contact',
+        op: i % 3 === 0 ? 'UPDATE' : 'CREATE',
+        accountKey: 'account-1',
+        target: options.rejectEvery !== undefined && i % options.rejectEvery === options.rejectEvery - 1 ? 'rejected' : 'contacts',
+        deterministicEventID: `${connector}-event-${i}`,
+        payloadHash: `hash-${i}`,
+        reissueIntent: 'none',
+        leaseMs: 60_000,
+      },
+    });
+    if (claim.__typename !== 'ClaimOperationPayload' || claim.lease === null) throw new Error(`enqueue ${i}: ${claim.__typename}`);
+    await client.request(ReleaseOperationLeaseDocument, { input: { id: claim.operation.id, version: claim.lease.version, leaseToken: claim.lease.token } });
+  };
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < options.operations) await one(next++);
+    }),
+  );
+  log(`enqueue done`);
+}
+
+async function listOperations(client: StoreClient, connectorName: string): Promise<ScenarioOperation[]> {
+  const operations: ScenarioOperation[] = [];
+  let after: string | null = null;
+  for (;;) {
+    const page: OperationsPage = await client.request(OPERATIONS_PAGE, { after, connectorName });
+    operations.push(...page.operations.edges.map((edge) => edge.node));
+    if (!page.operations.pageInfo.hasNextPage) return operations;
+    after = page.operations.pageInfo.endCursor;
+  }
+}
+
+/** SIGTERM every worker (they drain), SIGKILL whatever is still there after 20 s. */
+async function stopWorkers(children: Set<ChildProcess>): Promise<void> {
+  const exits = [...children].map(
+    (child) =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 20_000).unref();
+      }),
+  );
+  await Promise.all(exits);
+}
