@@ -4,7 +4,10 @@
  * connector-store-client-<version>.tgz, which a fresh project outside the
  * repository installs; a plain `.mjs` script run by `node` (no tsx) imports
  * it, signs with a key file `npm run keygen` wrote, and runs the typed
- * documents against a real server process; the same package bundles for the
+ * documents against a real server process; a second one runs one write-back
+ * through the runtime (`writeBack`, twice: committed, then replayed), and the
+ * runtime worker recipe of client/README.md runs as it is written against a
+ * stand-in provider; the same package (runtime included) bundles for the
  * browser without a Node built-in, its Node-only key-file subpath does not,
  * and a TypeScript consumer type-checks against its .d.ts.
  *
@@ -12,8 +15,11 @@
  * the database (the documents and tokens are the same on both; token-e2e and
  * the e2e suites cover Postgres).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +27,9 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperationByKeyDocument, type ClaimOperationInput } from '../../client/generated/graphql.js';
+import { storeClientFromKeyFile } from '../../client/key-file.js';
+import { writeBack, type WriteBackHandler } from '../../client/runtime/index.js';
 import { keygenCommand } from '../../src/cli/keygen.js';
 import { startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { claimInput } from '../helpers/operation-graphql.js';
@@ -79,6 +88,75 @@ console.log(JSON.stringify({
 }));
 `;
 
+// The runtime as an integrator imports it: one write-back, then the same key again.
+const RUNTIME_SCRIPT = `
+import { runWorker, writeBack } from 'connector-store-client/runtime';
+import { runWorker as mainRunWorker, writeBack as mainWriteBack } from 'connector-store-client';
+import { storeClientFromKeyFile } from 'connector-store-client/key-file';
+
+const [url, keyFile, audience, claimInput] = process.argv.slice(2);
+const client = await storeClientFromKeyFile(keyFile, { url, audience });
+let sends = 0;
+const handler = {
+  async send({ markSent }) {
+    sends++;
+    await markSent();
+    return { kind: 'committed', documentID: 'doc-1', sourceID: 'src-1' };
+  },
+  async reconcile() {
+    return { kind: 'not-landed' };
+  },
+};
+const input = JSON.parse(claimInput);
+const first = await writeBack(client, input, handler);
+const again = await writeBack(client, input, handler);
+client.dispose();
+console.log(JSON.stringify({
+  did: client.did,
+  first: { status: first.status, state: first.operation.state, documentID: first.operation.documentID, watch: first.watch?.sourceID, reconciled: first.reconciled },
+  again: { status: again.status, documentID: again.documentID },
+  sends,
+  runWorker: typeof runWorker,
+  mainRunWorker: typeof mainRunWorker,
+  sameModule: mainRunWorker === runWorker && mainWriteBack === writeBack,
+}));
+`;
+
+/** Reads a child's stdout as it comes; `waitFor` resolves once it matches (or rejects when the child exits first). */
+function outputOf(child: ReturnType<typeof spawn>) {
+  let text = '';
+  let exited = false;
+  const waiters = new Set<() => void>();
+  const notify = () => waiters.forEach((check) => check());
+  child.stdout!.on('data', (chunk: Buffer) => {
+    text += chunk.toString();
+    notify();
+  });
+  child.on('exit', () => {
+    exited = true;
+    notify();
+  });
+  return {
+    get text() {
+      return text;
+    },
+    waitFor: (pattern: RegExp) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(text)) {
+            waiters.delete(check);
+            resolve();
+          } else if (exited) {
+            waiters.delete(check);
+            reject(new Error(`exited before ${pattern}: ${text}`));
+          }
+        };
+        waiters.add(check);
+        check();
+      }),
+  };
+}
+
 describe('the client package (npm pack, installed outside the repository)', () => {
   let work: string;
   let project: string;
@@ -115,7 +193,7 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(pack.filename).toBe(`connector-store-client-${server.version}.tgz`);
     const files = pack.files.map((f) => f.path).sort();
     expect(files).toEqual(
-      expect.arrayContaining(['README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/token.js', 'dist/token.d.ts', 'dist/key-file.js', 'dist/generated/graphql.js', 'dist/generated/graphql.d.ts', 'dist/generated/persisted-documents.json']),
+      expect.arrayContaining(['README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/token.js', 'dist/token.d.ts', 'dist/key-file.js', 'dist/runtime/index.js', 'dist/runtime/index.d.ts', 'dist/generated/graphql.js', 'dist/generated/graphql.d.ts', 'dist/generated/persisted-documents.json']),
     );
     // No TypeScript sources, operations or build files: what the package runs is what it ships.
     expect(files.filter((f) => !/^dist\/.*\.(js|d\.ts|json)$/.test(f) && f !== 'README.md' && f !== 'package.json')).toEqual([]);
@@ -143,13 +221,105 @@ describe('the client package (npm pack, installed outside the repository)', () =
 
   it('the worker recipe of client/README.md runs as it is written (its server and audience swapped for the test server)', async () => {
     const readme = await readFile(join(CLIENT, 'README.md'), 'utf8');
-    const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs'));
+    const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes('ClaimOperationDocument'));
     expect(recipe).toBeDefined();
     expect(recipe).toContain("'http://127.0.0.1:4000/graphql'");
     const script = recipe!.replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(`${started!.server.origin}/graphql`)).replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
     await writeFile(join(project, 'readme-worker.mjs'), script);
     const { stdout } = await run(process.execPath, ['readme-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
     expect(stdout).toMatch(new RegExp(`^signing as ${did}\nCLAIMED \\S+\n$`));
+  });
+
+  it('the runtime from plain .mjs: writeBack commits with a keygen key file, the same key again is a replay; runWorker is exported by both entries', async () => {
+    const script = join(project, 'write-back.mjs');
+    await writeFile(script, RUNTIME_SCRIPT);
+    const input = claimInput({ operationID: 'op-from-the-runtime', connectorName: 'package-test', deterministicEventID: 'event-from-the-runtime' });
+    const { stdout } = await run(process.execPath, [script, `${started!.server.origin}/graphql`, 'worker-key.json', AUDIENCE, JSON.stringify(input)], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+    expect(JSON.parse(stdout)).toEqual({
+      did,
+      first: { status: 'committed', state: 'COMMITTED', documentID: 'doc-1', watch: 'src-1', reconciled: false },
+      again: { status: 'replayed', documentID: 'doc-1' },
+      sends: 1,
+      runWorker: 'function',
+      mainRunWorker: 'function',
+      sameModule: true,
+    });
+  });
+
+  it('the runtime worker recipe of client/README.md runs as it is written: sends a due operation, reconciles one that landed, drains on SIGTERM', async () => {
+    const readme = await readFile(join(CLIENT, 'README.md'), 'utf8');
+    const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes("from 'connector-store-client/runtime'"));
+    expect(recipe).toBeDefined();
+
+    // A stand-in provider: POST /events applies an event once per idempotency key; GET /events/:id finds one.
+    const events = new Map<string, { id: string }>([['event-readme-landed', { id: 'src-landed' }]]);
+    const requests: string[] = [];
+    const provider: Server = createServer((request, response) => {
+      const key = request.headers['idempotency-key'];
+      requests.push(`${request.method} ${request.url}${typeof key === 'string' ? ` ${key}` : ''}`);
+      request.resume();
+      request.on('end', () => {
+        const found = request.url?.startsWith('/events/') === true ? events.get(decodeURIComponent(request.url.slice('/events/'.length))) : undefined;
+        if (request.method === 'POST' && request.url === '/events' && typeof key === 'string') {
+          const event = events.get(key) ?? { id: `src-${events.size + 1}` };
+          events.set(key, event);
+          response.writeHead(201, { 'content-type': 'application/json', etag: '"1"' }).end(JSON.stringify(event));
+        } else if (request.method === 'GET' && found !== undefined) {
+          response.writeHead(200, { 'content-type': 'application/json', etag: '"found"' }).end(JSON.stringify(found));
+        } else {
+          response.writeHead(404).end();
+        }
+      });
+    });
+    provider.listen(0, '127.0.0.1');
+    await once(provider, 'listening');
+    const providerOrigin = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+
+    const url = `${started!.server.origin}/graphql`;
+    expect(recipe).toContain("const STORE = 'http://127.0.0.1:4000/graphql';");
+    expect(recipe).toContain("const PROVIDER = 'https://api.acme-crm.example';");
+    const script = recipe!
+      .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(url))
+      .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
+      .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
+    await writeFile(join(project, 'readme-runtime-worker.mjs'), script);
+
+    // Work for its connector, enqueued through the runtime of this repository: a claim given back at once (due now).
+    const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
+    const input = (key: string) => claimInput({ operationID: `op-${key}`, connectorName: 'acme-crm', deterministicEventID: `event-${key}` }) as ClaimOperationInput;
+    const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sent here')), reconcile: () => Promise.reject(new Error('not reconciled here')) };
+    expect((await writeBack(store, input('readme-sent'), unused, { signal: AbortSignal.abort() })).status).toBe('released');
+
+    const worker = spawn(process.execPath, ['readme-runtime-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const output = outputOf(worker);
+    try {
+      await output.waitFor(/^finished \S+ committed/m);
+      // Sent, and no answer came: RECONCILE_ONLY, due within a second. The provider has it.
+      const unknown = await writeBack(store, input('readme-landed'), {
+        send: async ({ markSent }) => {
+          await markSent();
+          return { kind: 'unknown', message: 'no answer' };
+        },
+        reconcile: unused.reconcile,
+      });
+      expect(unknown).toMatchObject({ status: 'recorded', kind: 'UNKNOWN', operation: { state: 'RECONCILE_ONLY' } });
+      await output.waitFor(/^finished \S+ committed[\s\S]*^finished \S+ committed/m);
+      worker.kill('SIGTERM');
+      const [code] = (await once(worker, 'exit')) as [number | null];
+      expect(code).toBe(0);
+    } finally {
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+      provider.close();
+    }
+    expect(output.text).toMatch(new RegExp(`^worker for acme-crm signing as ${did}$`, 'm'));
+    const counters = JSON.parse(/^stopped (.*)$/m.exec(output.text)![1]!) as Record<string, number>;
+    expect(counters).toMatchObject({ started: 2, committed: 2, reconciled: 1, retried: 0, failed: 0, leaseLost: 0, errors: 0 });
+    // One POST carrying the operation's event id; the one that may have landed was looked up, never sent again.
+    expect(requests).toEqual(['POST /events event-readme-sent', 'GET /events/event-readme-landed']);
+    const sent = (await store.request(OperationByKeyDocument, { operationID: 'op-readme-sent' })).operationByKey;
+    const landed = (await store.request(OperationByKeyDocument, { operationID: 'op-readme-landed' })).operationByKey;
+    expect(sent).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-sent', resultEntity: { id: 'src-2' }, attempts: 1, leaseExpiresAt: null });
+    expect(landed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-landed', resultEntity: { id: 'src-landed' }, providerEtag: '"found"', attempts: 1 });
   });
 
   it('bundles for the browser with no Node built-in (and tree-shakes the documents it does not use)', async () => {
@@ -177,6 +347,30 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(code).not.toContain('ConsoleOperationDetail');
   });
 
+  it('its runtime bundles for the browser with no Node built-in', async () => {
+    const bundle = await build({
+      stdin: {
+        contents:
+          "import { createStoreClient, runWorker, writeBack } from 'connector-store-client/runtime';\nexport const client = createStoreClient({ url: '/graphql', tokens: 'token' });\nexport { runWorker, writeBack };\n",
+        resolveDir: project,
+        loader: 'js',
+      },
+      absWorkingDir: project,
+      bundle: true,
+      platform: 'browser',
+      format: 'esm',
+      target: 'es2022',
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+    });
+    expect(bundle.errors).toEqual([]);
+    const inputs = Object.keys(bundle.metafile.inputs);
+    expect(inputs.filter((path) => path.startsWith('node:') || !path.startsWith('node_modules/'))).toEqual(['<stdin>']);
+    expect(inputs).toEqual(expect.arrayContaining(['node_modules/connector-store-client/dist/runtime/worker.js', 'node_modules/connector-store-client/dist/runtime/write-back.js']));
+    expect(inputs.some((path) => path.startsWith('node_modules/graphql-sse/'))).toBe(true);
+  });
+
   it('its key-file subpath is Node only: a browser bundle of it is refused', async () => {
     const refused = await build({
       stdin: { contents: "export { tokenSourceFromKeyFile } from 'connector-store-client/key-file';\n", resolveDir: project, loader: 'js' },
@@ -193,7 +387,7 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(refused.join('\n')).toMatch(/connector-store-client\/key-file/);
   });
 
-  it('a TypeScript consumer type-checks against the .d.ts: documents carry their result and variables types', async () => {
+  it('a TypeScript consumer type-checks against the .d.ts: documents carry their result and variables types, the runtime its handler and result types', async () => {
     const file = join(project, 'consumer.ts');
     await writeFile(
       file,
@@ -210,6 +404,19 @@ describe('the client package (npm pack, installed outside the repository)', () =
         "export const outcome: Outcome = 'CLAIMED';",
         '// @ts-expect-error not an outcome',
         "export const wrong: Outcome = 'MAYBE';",
+        "import { runWorker, writeBack, type WriteBackHandler, type WriteBackResult } from 'connector-store-client/runtime';",
+        "import { storeClientFromKeyFile } from 'connector-store-client/key-file';",
+        'export const handler: WriteBackHandler = {',
+        "  async send({ operation, markSent, signal }) { await markSent(); return signal.aborted ? { kind: 'unknown', httpStatus: 504 } : { kind: 'committed', documentID: operation.operationID, sourceID: operation.deterministicEventID }; },",
+        "  async reconcile() { return { kind: 'not-landed' }; },",
+        '};',
+        "export const run = storeClientFromKeyFile('worker-key.json', { url: 'http://127.0.0.1:4000/graphql', audience: 'x' }).then((client) => runWorker({ client, connector: client.did, concurrency: 2, handler }).counters.committed);",
+        "export const once = (result: WriteBackResult): string => (result.status === 'recorded' ? result.kind : result.status);",
+        "export const claimed = (client: Parameters<typeof writeBack>[0]) => writeBack(client, { id: 'T3A', leaseMs: 30000 }, handler);",
+        '// @ts-expect-error not an outcome kind',
+        "export const wrongHandler: WriteBackHandler = { send: async () => ({ kind: 'maybe' }), reconcile: async () => ({ kind: 'not-landed' }) };",
+        '// @ts-expect-error a committed outcome needs its sourceID',
+        "export const noSource: WriteBackHandler = { send: async () => ({ kind: 'committed', documentID: 'd' }), reconcile: async () => ({ kind: 'not-landed' }) };",
       ].join('\n'),
     );
     const program = ts.createProgram([file], {
