@@ -7,6 +7,7 @@ import { runConsoleBench } from './console.js';
 import { runPlansBench } from './plans.js';
 import { runStatementCountBench } from './statement-count.js';
 import { runThroughputBench } from './throughput.js';
+import { runWriteBackWorkersBench } from './write-back-workers.js';
 
 const started = Date.now();
 await runStatementCountBench();
@@ -14,4 +15,5 @@ await runAuthCostBench();
 await runPlansBench();
 await runThroughputBench();
 await runConsoleBench();
+await runWriteBackWorkersBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);
