@@ -34,6 +34,7 @@ const DIALECTS = (process.env.BENCH_DIALECTS ?? 'sqlite,postgres').split(',');
 const OPERATIONS = Number(process.env.WORKER_BENCH_OPERATIONS ?? 600);
 const FAULT_OPERATIONS = Number(process.env.WORKER_BENCH_FAULT_OPERATIONS ?? 1_500);
 const CONCURRENCY = 4;
+const log = (line: string) => console.error(`[write-back workers] ${line}`);
 const AUDIENCE = 'connector-store-bench-workers';
 
 interface Row {
@@ -108,16 +109,17 @@ export async function runWriteBackWorkersBench(): Promise<void> {
     }
     const dir = mkdtempSync(join(tmpdir(), 'cs-bench-workers-'));
     const { keyFile, did } = await makeWorkerKey(dir);
-    const server = await startServer({ DATABASE_URL: database.url, SERVICE_DIDS: did, AUTH_AUDIENCE: AUDIENCE, RETENTION_INTERVAL_MS: '0', LOG_LEVEL: 'warn' }).catch(async (error: unknown) => {
+    const server = await startServer({ DATABASE_URL: database.url, SERVICE_DIDS: did, AUTH_AUDIENCE: AUDIENCE, RETENTION_INTERVAL_MS: '0' }).catch(async (error: unknown) => {
       await database.drop();
       throw error;
     });
     try {
-      const runtime = await runScenario({ storeURL: server.url, audience: AUDIENCE, keyFile, operations: OPERATIONS, workers: 1, concurrency: CONCURRENCY, leaseMs: 30_000 });
+      const runtime = await runScenario({ storeURL: server.url, audience: AUDIENCE, keyFile, operations: OPERATIONS, workers: 1, concurrency: CONCURRENCY, leaseMs: 30_000, log });
       const runtimeSeconds = runtime.elapsedMs / 1000;
 
       const client = await storeClientFromKeyFile(keyFile, { url: server.url, audience: AUDIENCE });
       const provider = await startFakeProvider();
+      log(`${dialect}: by hand, ${OPERATIONS} operations`);
       let handMs: number;
       try {
         const ids = await enqueueOperations(client, `by-hand-${Date.now().toString(36)}`, { operations: OPERATIONS });
@@ -166,6 +168,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
         crashAtSend: [12, 30],
         killEveryMs: 5_000,
         timeoutMs: 600_000,
+        log,
       });
       const kills = `${faults.crashes['before-mark']} / ${faults.crashes['after-mark']} / ${faults.crashes['after-apply']} + ${faults.externalKills}`;
       rows.push({

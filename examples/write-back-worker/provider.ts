@@ -113,8 +113,6 @@ export async function startFakeProvider(options: { port?: number; faults?: Parti
       return json(400, { error: (error as Error).message });
     }
   });
-  // Keep-alive sockets must not hold close() up.
-  server.keepAliveTimeout = 1_000;
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {

@@ -11,7 +11,7 @@
  */
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -29,26 +29,53 @@ export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did
   return { keyFile, did: (await importSigningKey(jwk as never)).did };
 }
 
-/** Starts `src/server/main.ts` on a free loopback port; resolves with its GraphQL URL and a stop function. */
+/**
+ * Starts `src/server/main.ts` on a free loopback port; resolves with its
+ * GraphQL URL and a stop function. It logs at `info` (the listening line is
+ * an info line); `env` goes on top.
+ */
 export async function startServer(env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', LOG_LEVEL: 'info', NODE_ENV: 'production', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', NODE_ENV: 'production', ...env, LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let stopping = false;
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      if (!stopping) process.stderr.write(`the server exited unexpectedly (code ${code}, signal ${signal})\n`);
+      resolve();
+    }),
+  );
+  let started = () => {};
   const url = await new Promise<string>((resolve, reject) => {
     let buffered = '';
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    const onData = (chunk: string) => {
       buffered += chunk;
       const match = /"msg":"connector store listening"[^\n]*"url":"([^"]+)"|"url":"([^"]+)"[^\n]*"msg":"connector store listening"/.exec(buffered);
-      if (match !== null) resolve(new URL('/graphql', match[1] ?? match[2]).href);
-    });
+      if (match === null) return;
+      // Found: from now on the request log is dropped, or kept in SERVER_LOG when set.
+      child.stdout!.off('data', onData);
+      if (process.env.SERVER_LOG !== undefined) child.stdout!.pipe(createWriteStream(process.env.SERVER_LOG));
+      else child.stdout!.resume();
+      buffered = '';
+      started();
+      resolve(new URL('/graphql', match[1] ?? match[2]).href);
+    };
+    child.stdout!.setEncoding('utf8').on('data', onData);
     void exited.then(() => reject(new Error('the server exited before it listened')));
+    const giveUp = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('the server did not log "connector store listening" within 30 s'));
+    }, 30_000);
+    giveUp.unref();
+    exited.finally(() => clearTimeout(giveUp)).catch(() => {});
+    started = () => clearTimeout(giveUp);
   });
   return {
     url,
     stop: async () => {
+      stopping = true;
       child.kill('SIGTERM');
       await exited;
     },

@@ -150,6 +150,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           CONNECTOR: connector,
           CONCURRENCY: String(options.concurrency),
           LEASE_MS: String(options.leaseMs),
+          ...(process.env.SUBSCRIBE !== undefined && { SUBSCRIBE: process.env.SUBSCRIBE }),
           ...(crashAt !== undefined && { CRASH_AT: crashAt }),
         },
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -13,7 +13,7 @@ export interface ImportGraph {
 }
 
 /** Folders whose files the rules cover. */
-export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations', 'client', 'console'] as const;
+export const CHECKED_ROOTS = ['schema', 'resolvers', 'src', 'migrations', 'client', 'console', 'examples'] as const;
 
 /**
  * The repository-relative file an import names: `.js` is the `.ts` (or
@@ -90,6 +90,8 @@ export const LAYERS: readonly Layer[] = [
   { name: 'client', holds: under('client'), mayImport: under('client'), forbiddenPackages: SQL_PACKAGES },
   // The operations console, a browser app built on the public API and the client documents alone.
   { name: 'console', holds: under('console'), mayImport: under('console', 'client'), forbiddenPackages: [...SQL_PACKAGES, 'graphql-yoga', '@pothos/core'] },
+  // The examples are what a connector author writes: the client package and the server's public API only.
+  { name: 'examples', holds: under('examples'), mayImport: under('examples', 'client'), forbiddenPackages: [...SQL_PACKAGES, 'graphql-yoga', '@pothos/core'] },
 ];
 
 /** Every import that crosses a layer the wrong way, as `from → to (layer)` lines. */
