@@ -20,7 +20,7 @@
  *   npx tsx bench/write-back-workers.ts      (or npm run bench; about 3 minutes)
  *   BENCH_DIALECTS=postgres WORKER_BENCH_OPERATIONS=600 WORKER_BENCH_FAULT_OPERATIONS=1500 npx tsx bench/write-back-workers.ts
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,8 @@ const AUDIENCE = 'connector-store-bench-workers';
 
 interface Row {
   dialect: string;
+  /** The server process's CPU per operation, ms. */
+  serverCPU: number;
   run: string;
   shape: string;
   operations: number;
@@ -93,6 +95,12 @@ async function byHand(storeURL: string, token: () => Promise<string>, providerUR
   return Date.now() - started;
 }
 
+/** CPU time (user + system) of a process so far, in ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 function exactlyOnce(result: ScenarioResult): string {
   const ok = result.duplicates.length === 0 && result.committedNotApplied.length === 0 && result.appliedNotCommitted.length === 0 && !result.timedOut;
   return ok ? 'yes' : `NO (${result.duplicates.length} duplicates, ${result.committedNotApplied.length} committed not applied, ${result.appliedNotCommitted.length} applied not committed${result.timedOut ? ', timed out' : ''})`;
@@ -114,17 +122,23 @@ export async function runWriteBackWorkersBench(): Promise<void> {
       throw error;
     });
     try {
+      let cpuBefore = cpuMs(server.pid);
       const runtime = await runScenario({ storeURL: server.url, audience: AUDIENCE, keyFile, operations: OPERATIONS, workers: 1, concurrency: CONCURRENCY, leaseMs: 30_000, log });
       const runtimeSeconds = runtime.elapsedMs / 1000;
+      // Includes the enqueue (a claim and a release per operation), as the by-hand figure does.
+      const runtimeCPU = (cpuMs(server.pid) - cpuBefore) / OPERATIONS;
 
       const client = await storeClientFromKeyFile(keyFile, { url: server.url, audience: AUDIENCE });
       const provider = await startFakeProvider();
       log(`${dialect}: by hand, ${OPERATIONS} operations`);
       let handMs: number;
+      let handCPU = 0;
       try {
+        cpuBefore = cpuMs(server.pid);
         const ids = await enqueueOperations(client, `by-hand-${Date.now().toString(36)}`, { operations: OPERATIONS });
         const tokens = await (await import('../client/key-file.js')).tokenSourceFromKeyFile(keyFile, { audience: AUDIENCE });
         handMs = await byHand(server.url, () => tokens.getToken(), provider.url, ids, CONCURRENCY);
+        handCPU = (cpuMs(server.pid) - cpuBefore) / OPERATIONS;
       } finally {
         client.dispose();
         await provider.close();
@@ -133,6 +147,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
       rows.push({
         dialect,
         run: 'by hand (raw fetch, ids known)',
+        serverCPU: handCPU,
         shape: `1 × ${CONCURRENCY}`,
         operations: OPERATIONS,
         seconds: handMs / 1000,
@@ -145,6 +160,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
       rows.push({
         dialect,
         run: 'runtime (runWorker)',
+        serverCPU: runtimeCPU,
         shape: `1 × ${CONCURRENCY}`,
         operations: OPERATIONS,
         seconds: runtimeSeconds,
@@ -155,6 +171,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
         exactlyOnce: exactlyOnce(runtime),
       });
 
+      cpuBefore = cpuMs(server.pid);
       const faults = await runScenario({
         storeURL: server.url,
         audience: AUDIENCE,
@@ -173,6 +190,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
       const kills = `${faults.crashes['before-mark']} / ${faults.crashes['after-mark']} / ${faults.crashes['after-apply']} + ${faults.externalKills}`;
       rows.push({
         dialect,
+        serverCPU: (cpuMs(server.pid) - cpuBefore) / FAULT_OPERATIONS,
         run: `runtime under faults (${faults.states.COMMITTED ?? 0} committed, ${faults.states.DEAD ?? 0} dead)`,
         shape: `3 × ${CONCURRENCY}`,
         operations: FAULT_OPERATIONS,
@@ -190,10 +208,10 @@ export async function runWriteBackWorkersBench(): Promise<void> {
     }
   }
   console.log('\n### Write-back workers (issue 20)\n');
-  console.log('| dialect | run | workers × concurrency | operations | s | operations/s per worker | ÷ by hand | reconciles | kills (before mark / after mark / after apply + outside) | exactly once |');
-  console.log('|---|---|---|--:|--:|--:|--:|--:|---|---|');
+  console.log('| dialect | run | workers × concurrency | operations | s | operations/s per worker | ÷ by hand | server CPU ms per operation | reconciles | kills (before mark / after mark / after apply + outside) | exactly once |');
+  console.log('|---|---|---|--:|--:|--:|--:|--:|--:|---|---|');
   for (const row of rows) {
-    console.log(`| ${row.dialect} | ${row.run} | ${row.shape} | ${row.operations} | ${row.seconds.toFixed(1)} | ${row.perWorker.toFixed(1)} | ${row.ratio} | ${row.reconciles} | ${row.kills} | ${row.exactlyOnce} |`);
+    console.log(`| ${row.dialect} | ${row.run} | ${row.shape} | ${row.operations} | ${row.seconds.toFixed(1)} | ${row.perWorker.toFixed(1)} | ${row.ratio} | ${row.serverCPU.toFixed(1)} | ${row.reconciles} | ${row.kills} | ${row.exactlyOnce} |`);
   }
   console.log('\nThe runtime runs include the worker process start (~0.2 s) and end when the server has no live operation left (checked every 250 ms). Under faults the time is mostly waiting on purpose: a killed worker’s leases lapse (2 s) and retried operations back off (server policy: 1 s doubling).');
 }

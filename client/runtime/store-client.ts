@@ -9,6 +9,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient as createSSEClient, type Client as SSEClient } from 'graphql-sse';
+import { linkedSignal } from './signals.js';
 
 /** Where bearer tokens come from: a token source (`createTokenSource`, `tokenSourceFromKeyFile`), or one fixed token. */
 export type StoreTokens = { getToken(): Promise<string>; invalidate?(): void } | string;
@@ -149,8 +150,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
 
   async function attempt(document: PreparedDocument, variables: Record<string, unknown>, signal: AbortSignal | undefined, reauthorized: boolean): Promise<unknown> {
     const operationName = document.operationName;
-    const timeout = AbortSignal.timeout(requestTimeoutMs);
-    const combined = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+    const guard = linkedSignal([signal], requestTimeoutMs);
     let response: Response;
     let text: string;
     try {
@@ -162,12 +162,12 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
           authorization: `Bearer ${await getToken()}`,
         },
         body: JSON.stringify({ ...document.body, variables, ...(operationName !== undefined && { operationName }) }),
-        signal: combined,
+        signal: guard.signal,
       });
       text = await response.text();
     } catch (error) {
       if (signal?.aborted === true) throw signal.reason;
-      const timedOut = timeout.aborted;
+      const timedOut = guard.timedOut();
       throw new StoreRequestError({
         code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR',
         message: timedOut ? `no answer within ${requestTimeoutMs} ms` : 'the server did not answer',
@@ -175,6 +175,8 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
         ...(operationName !== undefined && { operationName }),
         cause: error,
       });
+    } finally {
+      guard.dispose();
     }
     const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
     let body: { data?: unknown; errors?: GraphQLErrorJSON[] } | undefined;

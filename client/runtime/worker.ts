@@ -84,6 +84,8 @@ export interface Worker {
 }
 
 const MAX_IDLE_BACKOFF_MS = 30_000;
+/** How long ids of one due read are launched from before the list is read again. */
+const QUEUE_TTL_MS = 1_000;
 
 /** Starts a worker; it runs until stopped (`stop()`, `signal`, or a process signal). */
 export function runWorker(options: RunWorkerOptions): Worker {
@@ -239,37 +241,48 @@ export function runWorker(options: RunWorkerOptions): Worker {
     resubscribeTimer = setTimeout(subscribe, delay);
   };
 
+  // Due ids read by the last poll, not yet launched: a finished operation's slot is refilled
+  // from here without another read. Kept briefly: other workers take from the same list.
+  let queue: string[] = [];
+  let queuedAt = 0;
+  let exhausted = false;
   const loop = async () => {
     let failures = 0;
     while (!stopping.signal.aborted) {
-      const free = concurrency - inFlight.size;
-      if (free <= 0) {
+      if (concurrency - inFlight.size <= 0) {
         await waitForWake(pollIntervalMs);
         continue;
       }
-      const first = Math.min(100, Math.max(2 * free, 10));
-      let due;
-      try {
-        due = (await client.request(DueOperationsDocument, { first, connectorName: connector }, { signal: stopping.signal })).dueOperations;
-        counters.polls++;
-        failures = 0;
-      } catch (error) {
-        if (stopping.signal.aborted) break;
-        failures++;
-        counters.errors++;
-        const backoff = Math.min(MAX_IDLE_BACKOFF_MS, 500 * 2 ** Math.min(failures - 1, 6));
-        const delay = Math.max(error instanceof StoreRequestError ? (error.retryAfterMs ?? 0) : 0, Math.floor(backoff / 2 + (Math.random() * backoff) / 2));
-        emit({ type: 'error', where: 'poll', ...describe(error), retryInMs: delay });
-        await sleep(delay, stopping.signal).catch(() => {});
-        continue;
+      if (queue.length === 0 || Date.now() - queuedAt > QUEUE_TTL_MS) {
+        const first = Math.min(100, Math.max(10, 4 * concurrency));
+        let due;
+        try {
+          due = (await client.request(DueOperationsDocument, { first, connectorName: connector }, { signal: stopping.signal })).dueOperations;
+          counters.polls++;
+          failures = 0;
+        } catch (error) {
+          if (stopping.signal.aborted) break;
+          failures++;
+          counters.errors++;
+          const backoff = Math.min(MAX_IDLE_BACKOFF_MS, 500 * 2 ** Math.min(failures - 1, 6));
+          const delay = Math.max(error instanceof StoreRequestError ? (error.retryAfterMs ?? 0) : 0, Math.floor(backoff / 2 + (Math.random() * backoff) / 2));
+          emit({ type: 'error', where: 'poll', ...describe(error), retryInMs: delay });
+          await sleep(delay, stopping.signal).catch(() => {});
+          continue;
+        }
+        // Workers reading the same oldest-first list take different rows first.
+        queue = shuffle(due.map((operation) => operation.id).filter((id) => !inFlight.has(id)));
+        queuedAt = Date.now();
+        exhausted = due.length < first;
       }
-      // Workers reading the same oldest-first list take different rows first.
-      const candidates = shuffle(due.filter((operation) => !inFlight.has(operation.id)));
-      for (const operation of candidates) {
-        if (inFlight.size >= concurrency) break;
-        launch(operation.id);
+      while (inFlight.size < concurrency && queue.length > 0) {
+        const id = queue.shift()!;
+        if (!inFlight.has(id)) launch(id);
       }
-      await waitForWake(pollIntervalMs);
+      // Full: a finished operation wakes it. Nothing more due: an event, a timer or the fallback poll does.
+      if (inFlight.size >= concurrency || (queue.length === 0 && exhausted)) await waitForWake(pollIntervalMs);
+      // A full list of nothing but our own acquires in progress: read again shortly, not at once.
+      else if (queue.length === 0) await waitForWake(50);
     }
   };
 

@@ -5,23 +5,26 @@
  * provider request, then finalize or record the outcome; `reconcile` instead
  * of `send` when a request may already have reached the provider. The lease
  * token lives in this module's closures only: it is never logged, never in an
- * event, never in an error message.
+ * event, never in an error message. The operation's every field is read once
+ * (claim or acquire); each later step selects only what it changes
+ * (client/operations/runtime.graphql) and is folded into it.
  */
 import {
   AcquireOperationLeaseDocument,
   ClaimOperationDocument,
-  FinalizeOperationDocument,
-  MarkOperationSentDocument,
-  RecordOperationAttemptDocument,
-  RecordReconcileResultDocument,
-  ReleaseOperationLeaseDocument,
   RenewOperationLeaseDocument,
-  StartOperationAttemptDocument,
+  RuntimeFinalizeOperationDocument,
+  RuntimeMarkOperationSentDocument,
+  RuntimeRecordOperationAttemptDocument,
+  RuntimeRecordReconcileResultDocument,
+  RuntimeReleaseOperationLeaseDocument,
+  RuntimeStartOperationAttemptDocument,
   type ClaimOperationInput,
   type ConnectorOperationFieldsFragment,
   type OperationOutcomeKind,
   type ProjectionWatchFieldsFragment,
 } from '../generated/graphql.js';
+import { linkedSignal } from './signals.js';
 import { StoreRequestError, type StoreClient } from './store-client.js';
 
 /** An operation as the runtime hands it to a handler (every field of `ConnectorOperationFields`). */
@@ -248,13 +251,14 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   const lost = new AbortController();
   const keeper = keepLease(client, fence, leaseMs, options.renewEveryMs ?? Math.max(250, Math.floor(leaseMs / 3)), lost, () => event('renewed'));
   const stop = options.signal;
-  const handlerSignal = stop === undefined ? lost.signal : AbortSignal.any([lost.signal, stop]);
+  const handlerGuard = linkedSignal([lost.signal, stop]);
+  const handlerSignal = handlerGuard.signal;
   let marked = false;
 
   const release = async () => {
     try {
-      const { releaseOperationLease: released } = await client.request(ReleaseOperationLeaseDocument, { input: fence() });
-      if (released.__typename === 'OperationPayload') operation = released.operation;
+      const { releaseOperationLease: released } = await client.request(RuntimeReleaseOperationLeaseDocument, { input: fence() });
+      if (released.__typename === 'OperationPayload') operation = { ...operation, ...released.operation };
       event('released');
     } catch {
       // Unreachable or taken over: the lease lapses by itself; nothing else is at stake.
@@ -263,7 +267,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
 
   const record = async (outcome: FailedOutcome, reconciled: boolean, reason?: string): Promise<WriteBackResult> => {
     const kind = OUTCOME_KIND[outcome.kind];
-    const { recordOperationAttempt: recorded } = await client.request(RecordOperationAttemptDocument, {
+    const { recordOperationAttempt: recorded } = await client.request(RuntimeRecordOperationAttemptDocument, {
       input: {
         ...fence(),
         kind,
@@ -273,7 +277,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         ...(outcome.providerEtag !== undefined && { providerEtag: outcome.providerEtag }),
       },
     });
-    operation = expectPayload(recorded, 'OperationPayload').operation;
+    operation = { ...operation, ...expectPayload(recorded, 'OperationPayload').operation };
     event('recorded', { kind });
     keeper.stop();
     await release();
@@ -281,7 +285,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   };
 
   const finalize = async (outcome: CommittedOutcome, reconciled: boolean): Promise<WriteBackResult> => {
-    const { finalizeOperation: finalized } = await client.request(FinalizeOperationDocument, {
+    const { finalizeOperation: finalized } = await client.request(RuntimeFinalizeOperationDocument, {
       input: {
         ...fence(),
         documentID: outcome.documentID,
@@ -292,7 +296,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     });
     const payload = expectPayload(finalized, 'FinalizeOperationPayload');
     if (!payload.finalized) throw new FenceLost('finalize answered false: the lease was taken over');
-    if (payload.operation !== null) operation = payload.operation;
+    if (payload.operation !== null) operation = { ...operation, ...payload.operation };
     event('finalized');
     return { status: 'committed', operation, watch: payload.watch, reconciled, replayed: payload.replayed };
   };
@@ -319,10 +323,10 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       }
       if (lost.signal.aborted) return { status: 'lease-lost', operation, marked: true };
       if (found.kind === 'committed' || found.kind === 'not-landed') {
-        const { recordReconcileResult: result } = await client.request(RecordReconcileResultDocument, {
+        const { recordReconcileResult: result } = await client.request(RuntimeRecordReconcileResultDocument, {
           input: { ...fence(), landed: found.kind === 'committed', ...(found.providerEtag !== undefined && { providerEtag: found.providerEtag }) },
         });
-        operation = expectPayload(result, 'OperationPayload').operation;
+        operation = { ...operation, ...expectPayload(result, 'OperationPayload').operation };
         if (found.kind === 'committed') return await finalize(found, true);
         if (operation.state === 'DEAD') {
           keeper.stop();
@@ -343,8 +347,8 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       await release();
       return { status: 'released', operation };
     }
-    const { startOperationAttempt: started } = await client.request(StartOperationAttemptDocument, { input: fence() });
-    operation = expectPayload(started, 'OperationPayload').operation;
+    const { startOperationAttempt: started } = await client.request(RuntimeStartOperationAttemptDocument, { input: fence() });
+    operation = { ...operation, ...expectPayload(started, 'OperationPayload').operation };
     event('started');
     let marking: Promise<void> | undefined;
     const markSent = () =>
@@ -353,7 +357,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         if (stop?.aborted === true) throw new SendNotAllowedError('the runtime is stopping: send nothing');
         let result;
         try {
-          result = await client.request(MarkOperationSentDocument, { input: { ...fence(), sendMarker: (options.sendMarker ?? randomMarker)() } });
+          result = await client.request(RuntimeMarkOperationSentDocument, { input: { ...fence(), sendMarker: (options.sendMarker ?? randomMarker)() } });
         } catch (error) {
           throw new SendNotAllowedError(`could not mark the send: ${error instanceof Error ? error.message : String(error)}`);
         }
@@ -361,7 +365,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
           if (result.markOperationSent.__typename === 'StaleLeaseError') lost.abort(new LeaseLostError(result.markOperationSent.message));
           throw new SendNotAllowedError(`mark sent refused: ${result.markOperationSent.message}`);
         }
-        operation = result.markOperationSent.operation;
+        operation = { ...operation, ...result.markOperationSent.operation };
         marked = true;
         event('marked');
       })());
@@ -392,6 +396,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     throw error;
   } finally {
     keeper.stop();
+    handlerGuard.dispose();
   }
 }
 
@@ -434,13 +439,10 @@ function keepLease(
       }
       if (stopped.signal.aborted) return;
       const sentAt = Date.now();
+      // Retries must not outlive the lease.
+      const guard = linkedSignal([stopped.signal], Math.max(1, expiresAt - Date.now()));
       try {
-        const { renewOperationLease: renewed } = await client.request(
-          RenewOperationLeaseDocument,
-          { input: { ...fence(), leaseMs } },
-          // Retries must not outlive the lease.
-          { signal: AbortSignal.any([stopped.signal, AbortSignal.timeout(Math.max(1, expiresAt - Date.now()))]) },
-        );
+        const { renewOperationLease: renewed } = await client.request(RenewOperationLeaseDocument, { input: { ...fence(), leaseMs } }, { signal: guard.signal });
         if (stopped.signal.aborted) return;
         if (renewed.__typename !== 'OperationPayload') {
           lost.abort(new LeaseLostError(`renewal refused: ${renewed.code}`));
@@ -451,6 +453,8 @@ function keepLease(
         onRenewed();
       } catch {
         // Unreachable for now: try again next round; the expiry timer decides when it is lost.
+      } finally {
+        guard.dispose();
       }
     }
   };

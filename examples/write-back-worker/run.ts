@@ -34,8 +34,8 @@ export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did
  * GraphQL URL and a stop function. It logs at `info` (the listening line is
  * an info line); `env` goes on top.
  */
-export async function startServer(env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
+export async function startServer(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', NODE_ENV: 'production', ...env, LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -74,6 +74,7 @@ export async function startServer(env: Record<string, string>): Promise<{ url: s
   });
   return {
     url,
+    pid: child.pid!,
     stop: async () => {
       stopping = true;
       child.kill('SIGTERM');
