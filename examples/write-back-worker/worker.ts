@@ -13,7 +13,8 @@
  * On SIGTERM it drains and prints its counters as one JSON line.
  */
 import { storeClientFromKeyFile } from '../../client/key-file.js';
-import { runWorker, type CommittedOutcome, type WriteBackHandler, type WriteBackOperation } from '../../client/runtime/index.js';
+import { runWorker } from '../../client/runtime/index.js';
+import { createProviderHandler, type HandlerStep } from './handler.js';
 
 const env = (name: string, fallback?: string): string => {
   const value = process.env[name] ?? fallback;
@@ -23,59 +24,16 @@ const env = (name: string, fallback?: string): string => {
 
 const providerURL = env('PROVIDER_URL');
 const [crashPoint, crashAtSend] = (process.env.CRASH_AT ?? '').split('@');
-let sends = 0;
 
 /** Dies here, at once and without a word to the server, if this run was told to. */
-function maybeCrash(point: 'before-mark' | 'after-mark' | 'after-apply', send: number): void {
+function maybeCrash(point: HandlerStep, send: number): void {
   if (point === crashPoint && send === Number(crashAtSend)) {
     process.stderr.write(`${JSON.stringify({ crash: point, send })}\n`);
     process.kill(process.pid, 'SIGKILL');
   }
 }
 
-/** What the provider's item becomes in the store: the local document and the provider's id. */
-function committed(operation: WriteBackOperation, item: { id: string; etag: string }): CommittedOutcome {
-  return { kind: 'committed', documentID: `doc-${operation.operationID}`, sourceID: item.id, providerEtag: item.etag, resultEntity: { id: item.id, etag: item.etag } };
-}
-
-const handler: WriteBackHandler = {
-  async send({ operation, signal, markSent }) {
-    const send = ++sends;
-    maybeCrash('before-mark', send);
-    // From here on a crash is reconciled by the next holder, never resent blindly.
-    await markSent();
-    maybeCrash('after-mark', send);
-    let response: Response;
-    try {
-      response = await fetch(`${providerURL}/items`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        // The deterministic event id goes with every attempt: a reconcile finds the write by it.
-        body: JSON.stringify({ eventID: operation.deterministicEventID, operationID: operation.operationID, op: operation.op, model: operation.model, target: operation.target }),
-        signal,
-      });
-    } catch (error) {
-      // Sent, and no answer: it may have landed.
-      return { kind: 'unknown', message: `no answer from the provider: ${(error as Error).message}` };
-    }
-    const text = await response.text();
-    maybeCrash('after-apply', send);
-    if (response.ok) return committed(operation, JSON.parse(text) as { id: string; etag: string });
-    const retryAfter = Number(response.headers.get('retry-after'));
-    if (response.status === 429 || response.status >= 500) {
-      return { kind: 'retryable', httpStatus: response.status, message: text, ...(Number.isFinite(retryAfter) && response.headers.has('retry-after') && { retryAfterMs: retryAfter * 1000 }) };
-    }
-    if (response.status === 401) return { kind: 'auth', httpStatus: 401, message: text };
-    return { kind: 'fatal', httpStatus: response.status, message: text };
-  },
-  async reconcile({ operation, signal }) {
-    // Look the write up by what every send carried: the deterministic event id.
-    const response = await fetch(`${providerURL}/items?eventID=${encodeURIComponent(operation.deterministicEventID)}`, { signal });
-    if (response.status === 404) return { kind: 'not-landed' };
-    if (!response.ok) return { kind: 'retryable', httpStatus: response.status, message: await response.text() };
-    return committed(operation, (await response.json()) as { id: string; etag: string });
-  },
-};
+const handler = createProviderHandler(providerURL, { atStep: maybeCrash });
 
 const client = await storeClientFromKeyFile(env('KEY_FILE'), { url: env('STORE_URL'), audience: env('AUDIENCE', 'connector-store') });
 const worker = runWorker({

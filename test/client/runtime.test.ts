@@ -358,6 +358,43 @@ describeGraphQL('client runtime: runWorker', (suite) => {
     }
   });
 
+  it('holds the subscription only while out of work: closed through a backlog, taken again when the due list runs out', async () => {
+    const events: string[] = [];
+    const handler: WriteBackHandler = {
+      async send({ markSent, operation: op }) {
+        await markSent();
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        return { kind: 'committed', documentID: `doc-${op.operationID}`, sourceID: `src-${op.operationID}` };
+      },
+      reconcile: async () => ({ kind: 'not-landed' }),
+    };
+    // One slot, reads of 10: 40 operations are a backlog until the last few.
+    const worker = runWorker({
+      client: clientOf(suite, 'worker'),
+      connector: 'backlog',
+      handler,
+      concurrency: 1,
+      busyUnsubscribeMs: 0,
+      pollIntervalMs: 60_000,
+      signals: false,
+      onEvent: (event) => (event.type === 'subscribed' || event.type === 'unsubscribed') && events.push(event.type),
+    });
+    try {
+      // Nothing to do: subscribed.
+      await expect.poll(() => events).toEqual(['subscribed']);
+      // The backlog arrives by change events; its full reads close the subscription.
+      for (let i = 0; i < 40; i++) await enqueue(suite, claim({ connectorName: 'backlog' }));
+      await expect.poll(() => worker.counters.committed, { timeout: 15_000 }).toBe(40);
+      expect(events).toContain('unsubscribed');
+      await expect.poll(() => events.at(-1)).toBe('subscribed');
+      // Idle and subscribed again: new work is started by its change event, not the 60 s poll.
+      await enqueue(suite, claim({ connectorName: 'backlog' }));
+      await expect.poll(() => worker.counters.committed, { timeout: 5_000 }).toBe(41);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('drains on stop: a send in progress past the deadline is aborted and recorded UNKNOWN; every lease is given back', async () => {
     const id = await enqueue(suite, claim({ connectorName: 'slack' }));
     let inSend!: () => void;
