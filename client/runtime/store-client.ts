@@ -237,8 +237,10 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
         ended = true;
         fn();
       };
+      // graphql-sse posts these parameters as they are; a persisted document goes by its id there too.
+      const params = { ...entry.body, variables, ...(entry.operationName !== undefined && { operationName: entry.operationName }) } as { query: string; variables: Record<string, unknown> };
       return sse.subscribe<Record<string, unknown>>(
-        { query: 'query' in entry.body ? entry.body.query : print(document), variables, ...(entry.operationName !== undefined && { operationName: entry.operationName }) },
+        params,
         {
           next: (result) => {
             const error = (result.errors as GraphQLErrorJSON[] | undefined)?.[0];

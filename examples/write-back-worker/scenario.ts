@@ -187,10 +187,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
 
     const deadline = started + (options.timeoutMs ?? 120_000);
     let timedOut = false;
+    let polls = 0;
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, 250));
       const live = (await client.request(LIVE_COUNT, { connectorName: connector })).operationCounts[0]?.count ?? 0;
       if (live === 0) break;
+      if (++polls % 8 === 0) log(`${((Date.now() - started) / 1000).toFixed(0)} s: ${live} live`);
       if (Date.now() > deadline) {
         timedOut = true;
         break;

@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createStoreClient, runWorker, StoreRequestError, writeBack, type StoreClient, type WriteBackEvent, type WriteBackHandler } from '../../client/runtime/index.js';
-import type { ClaimOperationInput } from '../../client/generated/graphql.js';
+import { ClaimOperationDocument, ReleaseOperationLeaseDocument, type ClaimOperationInput } from '../../client/generated/graphql.js';
 import { describeGraphQL, type GraphQLSuite } from '../helpers/graphql.js';
 import { OPERATION_FIELDS } from '../helpers/operation-graphql.js';
 
@@ -427,3 +427,45 @@ describe('client runtime: options', () => {
     expect(() => runWorker({ client, connector: 'c', handler, concurrency: 0, signals: false })).toThrow(/concurrency/);
   });
 });
+
+describeGraphQL(
+  'client runtime: persisted documents only',
+  (suite) => {
+    it('runs writeBack and a subscribed worker sending document ids alone', async () => {
+      const sent: string[] = [];
+      const persisted = (who: Who) =>
+        createStoreClient({
+          url: 'http://localhost/graphql',
+          tokens: { getToken: () => suite.token(who) },
+          persistedDocuments: true,
+          fetch: (async (url: string, init: RequestInit) => {
+            if (typeof init.body === 'string') sent.push(init.body);
+            return suite.app.yoga.fetch(url, init);
+          }) as typeof fetch,
+        });
+      const result = await writeBack(persisted('alice'), claim({ connectorName: 'persisted' }), handlerAnswering(COMMITTED).handler);
+      expect(result.status).toBe('committed');
+      // A text document is refused here, so every request went by id.
+      const plain = await suite.gql('{ serverInfo { version } }');
+      expect(plain.errors?.[0]?.extensions?.code).toBe('PERSISTED_QUERY_ONLY');
+
+      const worker = runWorker({ client: persisted('worker'), connector: 'persisted', handler: handlerAnswering(COMMITTED).handler, pollIntervalMs: 60_000, signals: false });
+      try {
+        await expect.poll(() => worker.counters.polls).toBeGreaterThan(0);
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        // Woken by the subscription (also by id), not by the 60 s poll.
+        const owner = persisted('alice');
+        const { claimOperation: claimed } = await owner.request(ClaimOperationDocument, { input: claim({ connectorName: 'persisted' }) });
+        if (claimed.__typename !== 'ClaimOperationPayload' || claimed.lease === null) throw new Error(claimed.__typename);
+        await owner.request(ReleaseOperationLeaseDocument, { input: { id: claimed.operation.id, version: claimed.lease.version, leaseToken: claimed.lease.token } });
+        await expect.poll(() => worker.counters.committed, { timeout: 5_000 }).toBe(1);
+        expect(worker.counters.errors).toBe(0);
+      } finally {
+        await worker.stop();
+      }
+      expect(sent.length).toBeGreaterThan(5);
+      for (const body of sent) expect(Object.keys(JSON.parse(body) as object)).not.toContain('query');
+    });
+  },
+  { env: { PERSISTED_DOCUMENTS: 'only' } },
+);

@@ -51,11 +51,11 @@ describe.each(dialects)('write-back workers under kills (%s)', (dialect) => {
         operations: OPERATIONS,
         workers: 3,
         concurrency: 4,
-        leaseMs: 2_000,
+        leaseMs: 1_500,
         faults: { dropRate: 0.1, failRate: 0.02 },
         rejectEvery: REJECT_EVERY,
-        crashAtSend: [12, 30],
-        killEveryMs: 5_000,
+        crashAtSend: [20, 40],
+        killEveryMs: 6_000,
         timeoutMs: 150_000,
       });
       const summary = JSON.stringify({ ...result, provider: { ...result.provider, applies: undefined } });
