@@ -42,6 +42,21 @@ const run = promisify(execFile);
 // from the local npm cache when it has them, as it does wherever `npm ci` ran.
 const NPM_QUIET = ['--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'];
 
+/** An esbuild browser bundle (ESM, ES2022, in memory, with its metafile) of `contents` as a module of `project`. */
+function browserBundle(project: string, contents: string) {
+  return build({
+    stdin: { contents, resolveDir: project, loader: 'js' },
+    absWorkingDir: project,
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+    write: false,
+    metafile: true,
+    logLevel: 'silent',
+  });
+}
+
 interface PackResult {
   filename: string;
   files: { path: string }[];
@@ -323,21 +338,10 @@ describe('the client package (npm pack, installed outside the repository)', () =
   });
 
   it('bundles for the browser with no Node built-in (and tree-shakes the documents it does not use)', async () => {
-    const bundle = await build({
-      stdin: {
-        contents: "import { ClaimOperationDocument, createTokenSource } from 'connector-store-client';\nimport { print } from 'graphql';\nexport const query = print(ClaimOperationDocument);\nexport const tokens = createTokenSource({ key: await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']) });\n",
-        resolveDir: project,
-        loader: 'js',
-      },
-      absWorkingDir: project,
-      bundle: true,
-      platform: 'browser',
-      format: 'esm',
-      target: 'es2022',
-      write: false,
-      metafile: true,
-      logLevel: 'silent',
-    });
+    const bundle = await browserBundle(
+      project,
+      "import { ClaimOperationDocument, createTokenSource } from 'connector-store-client';\nimport { print } from 'graphql';\nexport const query = print(ClaimOperationDocument);\nexport const tokens = createTokenSource({ key: await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']) });\n",
+    );
     expect(bundle.errors).toEqual([]);
     const inputs = Object.keys(bundle.metafile.inputs);
     expect(inputs.filter((path) => path.startsWith('node:') || !path.startsWith('node_modules/'))).toEqual(['<stdin>']);
@@ -348,22 +352,10 @@ describe('the client package (npm pack, installed outside the repository)', () =
   });
 
   it('its runtime bundles for the browser with no Node built-in', async () => {
-    const bundle = await build({
-      stdin: {
-        contents:
-          "import { createStoreClient, runWorker, writeBack } from 'connector-store-client/runtime';\nexport const client = createStoreClient({ url: '/graphql', tokens: 'token' });\nexport { runWorker, writeBack };\n",
-        resolveDir: project,
-        loader: 'js',
-      },
-      absWorkingDir: project,
-      bundle: true,
-      platform: 'browser',
-      format: 'esm',
-      target: 'es2022',
-      write: false,
-      metafile: true,
-      logLevel: 'silent',
-    });
+    const bundle = await browserBundle(
+      project,
+      "import { createStoreClient, runWorker, writeBack } from 'connector-store-client/runtime';\nexport const client = createStoreClient({ url: '/graphql', tokens: 'token' });\nexport { runWorker, writeBack };\n",
+    );
     expect(bundle.errors).toEqual([]);
     const inputs = Object.keys(bundle.metafile.inputs);
     expect(inputs.filter((path) => path.startsWith('node:') || !path.startsWith('node_modules/'))).toEqual(['<stdin>']);
@@ -372,15 +364,7 @@ describe('the client package (npm pack, installed outside the repository)', () =
   });
 
   it('its key-file subpath is Node only: a browser bundle of it is refused', async () => {
-    const refused = await build({
-      stdin: { contents: "export { tokenSourceFromKeyFile } from 'connector-store-client/key-file';\n", resolveDir: project, loader: 'js' },
-      absWorkingDir: project,
-      bundle: true,
-      platform: 'browser',
-      format: 'esm',
-      write: false,
-      logLevel: 'silent',
-    }).then(
+    const refused = await browserBundle(project, "export { tokenSourceFromKeyFile } from 'connector-store-client/key-file';\n").then(
       () => [],
       (error: { errors: { text: string }[] }) => error.errors.map((e) => e.text),
     );
