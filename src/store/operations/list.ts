@@ -15,7 +15,6 @@ import {
   type OperationOutcomeKind,
 } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
-import { tenantKeysetRange } from '../page.js';
 
 /**
  * A position in the newest-first order: the last operation of a page.
@@ -122,24 +121,21 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
 
   const direction = forward ? 'desc' : 'asc';
   const take = size + 1;
-  // A viewer's branch reads one tenant column's index in its own order (tenantKeysetRange says why).
-  const branch = (tenant?: 'caller_did' | 'owner_did', visibility?: (eb: OperationEB) => ReturnType<OperationEB['and']>): OperationQuery => {
-    let query = filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now());
-    if (tenant === undefined) query = bounded(query, input);
-    else query = query.where(tenantKeysetRange(store.dialect, tenant, input.visibleTo as string, input)).orderBy(tenant, direction);
-    if (visibility !== undefined) query = query.where(visibility);
+  const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
+    let query = bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now()), input);
+    if (visibility !== null) query = query.where(visibility);
     return query.orderBy('created_at', direction).orderBy('node_key', direction).limit(take);
   };
 
   let rows: OperationRow[];
   const viewer = input.visibleTo;
   if (viewer === null) {
-    rows = await branch().execute();
+    rows = await branch(null).execute();
   } else {
-    const asCaller = branch('caller_did');
+    const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
     // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
     // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
-    const asOwnerOnly = branch('owner_did', (eb) => eb.and([eb('caller_did', '<>', eb.ref('owner_did'))]));
+    const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
     rows = await store.db
       .selectFrom(
         store.db

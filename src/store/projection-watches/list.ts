@@ -2,7 +2,7 @@ import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { pageDirection, pageFromRows, tenantKeysetRange, type KeysetPageRequest } from '../page.js';
+import { pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
 import { requireIntegerAtLeast } from '../validate.js';
@@ -83,16 +83,20 @@ export function watchCursor(watch: Pick<ProjectionWatch, 'createdAt' | 'nodeKey'
 export async function listWatches(store: StoreContext, options: ListWatchesOptions): Promise<WatchPage> {
   const direction = pageDirection(options);
   const { after, before } = options;
-  const order = direction.forward ? 'desc' : 'asc';
-  let query = store.db.selectFrom('kubun_connector_projection_watch').selectAll().where(visibleWatches(null, options.filter));
-  if (options.visibleTo !== null) {
-    // The owner's index, in its own order, whatever the statistics say (tenantKeysetRange).
-    query = query.where(tenantKeysetRange(store.dialect, 'owner_did', options.visibleTo, { after, before })).orderBy('owner_did', order);
-  } else {
-    // Row-value comparisons: the (…, created_at, node_key) indexes serve them as ranges.
-    if (after != null) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
-    if (before != null) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
+  let query = store.db
+    .selectFrom('kubun_connector_projection_watch')
+    .selectAll()
+    .where(visibleWatches(options.visibleTo, options.filter));
+  // Row-value comparisons: the (…, created_at, node_key) indexes serve them as ranges.
+  if (after != null) {
+    query = query.where((eb) =>
+      eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)),
+    );
   }
+  if (before != null) {
+    query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
+  }
+  const order = direction.forward ? 'desc' : 'asc';
   const rows = await query
     .orderBy('created_at', order)
     .orderBy('node_key', order)

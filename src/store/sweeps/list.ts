@@ -4,7 +4,6 @@ import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { requireNonNegativeInteger } from '../validate.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { tenantKeysetRange } from '../page.js';
 import { rowToSweepReceipt } from './row.js';
 import type { SweepReceipt } from './types.js';
 
@@ -48,13 +47,8 @@ export async function listSweepReceipts(
 ): Promise<SweepReceiptPage> {
   requireNonNegativeInteger('first', options.first);
   const { after } = options;
-  let query = store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(visibleReceipts({ visibleTo: null, ...(options.filter !== undefined && { filter: options.filter }) }));
-  if (options.visibleTo !== null) {
-    // The owner's index, in its own order, whatever the statistics say (tenantKeysetRange).
-    query = query.where(tenantKeysetRange(store.dialect, 'owner_did', options.visibleTo, { after })).orderBy('owner_did', 'desc');
-  } else if (after !== undefined) {
-    query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
-  }
+  let query = store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(visibleReceipts(options));
+  if (after !== undefined) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
   const rows = await query.orderBy('created_at', 'desc').orderBy('node_key', 'desc').limit(options.first + 1).execute();
   return { receipts: rows.slice(0, options.first).map(rowToSweepReceipt), hasMore: rows.length > options.first };
 }
