@@ -29,6 +29,9 @@ const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const SMALL = 10_000;
 const OWNERS = 1_000;
 const ORDINARY = 'did:key:zOwner7';
+/** Newer rows of another tenant inserted after the last ANALYZE. */
+const STALE_ROWS = 60_000;
+const STALE_LABEL = '60 000 newer rows of another tenant unanalyzed';
 
 function adminURL(): string {
   if (process.env.PG_TEST_URL) return process.env.PG_TEST_URL;
@@ -193,6 +196,20 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
   }
   // /metrics' store gauges: one statement, bounded whatever the table sizes.
   plans.set('metrics store gauges (one statement)', await db.explain((s) => readStoreGauges(s)));
+
+  // Behind the statistics (issue 21 item 4): a busy tenant's 60 000 newer rows arrive after the last
+  // ANALYZE. A user's page 1 must not walk past them (it read the newest-first index of every row).
+  await db.client.query(
+    `insert into kubun_connector_operation
+       (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
+        payload_hash, reissue_intent, state, attempts, version, created_at, updated_at)
+     select 'did:key:zBusyTenant', 'busy-' || i, md5('busy' || i), 'did:key:zBusyTenant', 'google', 'calendar.event', 'create', 'a', 't',
+            'busy-e-' || i, 'h', 'none', 'committed', 1, 0, ${1700000000000 + rows} + i, ${1700000000000 + rows} + i
+     from generate_series(1, ${STALE_ROWS}) as i`,
+  );
+  const deep = await operationCursorAt(db, ORDINARY, Math.floor((rows / OWNERS) * 0.9));
+  plans.set(`operations, ordinary user, page 1, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50 })));
+  plans.set(`operations, ordinary user, deep page, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50, after: deep })));
   return plans;
 }
 
@@ -232,6 +249,8 @@ export async function runPlansBench(): Promise<void> {
       console.log(`| operations, ${who}: deep page ÷ page 1 | ${(large.plans.get(`operations, ${who}, deep page`)!.ms / page).toFixed(2)} |`);
       console.log(`| operations, ${who}: totalCount ÷ page 1 | ${(large.plans.get(`operations, ${who}, totalCount`)!.ms / page).toFixed(2)} |`);
     }
+    const stalePage = large.plans.get(`operations, ordinary user, page 1, ${STALE_LABEL}`)!.ms;
+    console.log(`| operations, ordinary user, ${STALE_LABEL}: page 1 ÷ deep page (goal ≤ 1.2) | ${(stalePage / large.plans.get(`operations, ordinary user, deep page, ${STALE_LABEL}`)!.ms).toFixed(2)} |`);
   } finally {
     await admin.end();
   }
