@@ -126,6 +126,8 @@ export function runWorker(options: RunWorkerOptions): Worker {
   const wakeAt = (at: number) => {
     const now = Date.now();
     if (at <= now) return wake();
+    // The fallback poll comes sooner (and a delay past 2^31 ms would fire at once).
+    if (at - now >= pollIntervalMs) return;
     if (timerAt !== undefined && timerAt <= at && timerAt > now) return;
     clearTimeout(timer);
     timerAt = at;
