@@ -279,24 +279,28 @@ export async function runThroughputBench(): Promise<void> {
       const yoga = await startProcess('bench/baselines/bare-yoga.ts', {}, '/graphql?query=%7B__typename%7D');
       // The same SQL served by a bare yoga: what any yoga server doing this work costs.
       const floor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D');
-      targets.push(raw, yoga, floor);
+      // The same with graphql-jit, as the app executes: the best-built bare server on this SQL (issue 21).
+      const jitFloor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga-jit' }, '/graphql?query=%7B__typename%7D');
+      targets.push(raw, yoga, floor, jitFloor);
       for (const scenario of scenarios().filter((s) => ONLY.length === 0 || ONLY.some((o) => s.name.includes(o)))) {
         const baseline = scenario.baseline === 'yoga' ? yoga : raw;
-        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[] };
+        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[], jit: [] as Measured[] };
         // Warm-up of each, then interleaved rounds.
         await load(app, scenario.app(), scenario.perUnit, headers);
         await load(baseline, scenario.raw(), scenario.perUnit, headers);
         if (scenario.floor) await load(floor, scenario.app(), scenario.perUnit, headers);
+        if (scenario.floor) await load(jitFloor, scenario.app(), scenario.perUnit, headers);
         for (let round = 0; round < ROUNDS; round++) {
           results.app.push(await load(app, scenario.app(), scenario.perUnit, headers));
           results.base.push(await load(baseline, scenario.raw(), scenario.perUnit, headers));
           if (scenario.floor) results.floor.push(await load(floor, scenario.app(), scenario.perUnit, headers));
+          if (scenario.floor) results.jit.push(await load(jitFloor, scenario.app(), scenario.perUnit, headers));
         }
         const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
         const ratio = m(results.app, 'rps') / m(results.base, 'rps');
         if (scenario.floor) {
           floorRows.push(
-            `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | **${(m(results.floor, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}×** | ${m(results.floor, 'cpuMsPerRequest').toFixed(2)} |`,
+            `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | ${m(results.jit, 'rps').toFixed(0)} | **${(m(results.jit, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.jit, 'rps')).toFixed(2)}×** | ${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}× | ${m(results.jit, 'cpuMsPerRequest').toFixed(2)} | ${m(results.jit, 'p99').toFixed(1)} |`,
           );
         }
         rows.push(
@@ -314,9 +318,9 @@ export async function runThroughputBench(): Promise<void> {
   console.log('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
   for (const row of rows) console.log(row);
   if (floorRows.length > 0) {
-    console.log('\n### The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth)\n');
-    console.log('| dialect | scenario | floor req/s | floor ÷ raw SQL | app ÷ floor | floor CPU ms/req |');
-    console.log('|---|---|--:|--:|--:|--:|');
+    console.log('\n### The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth), with graphql-js and with graphql-jit\n');
+    console.log('| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms |');
+    console.log('|---|---|--:|--:|--:|--:|--:|--:|--:|');
     for (const row of floorRows) console.log(row);
   }
 }

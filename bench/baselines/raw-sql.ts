@@ -14,10 +14,14 @@
  * graphql-yoga (an SDL schema with just the fields the benchmark selects, no
  * plugins, no auth, no validation beyond GraphQL's own) at /graphql: the
  * floor of any yoga server issuing this SQL, for every scenario but `{ __typename }`.
+ * BASELINE=yoga-jit is the same yoga executing with graphql-jit (the app's own
+ * compiled-execution plugin, src/server/jit.ts, and nothing else): the
+ * best-built bare server on the same SQL (issue 21).
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { createSchema, createYoga } from 'graphql-yoga';
+import { useCompiledExecution } from '../../src/server/jit.js';
 import { JSONResolver } from 'graphql-scalars';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
@@ -310,10 +314,11 @@ function yogaOverSameSQL() {
       },
     }),
     logging: false,
+    plugins: process.env.BASELINE === 'yoga-jit' ? [useCompiledExecution()] : [],
   });
 }
 
-const server = createServer(process.env.BASELINE === 'yoga' ? yogaOverSameSQL() : async (request, response) => {
+const server = createServer(process.env.BASELINE === 'yoga' || process.env.BASELINE === 'yoga-jit' ? yogaOverSameSQL() : async (request, response) => {
   if (request.method !== 'POST') {
     response.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
     return;
