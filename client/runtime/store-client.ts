@@ -28,7 +28,7 @@ export interface StoreClientOptions {
   persistedDocuments?: boolean;
   /** How many times a retryable failure is retried before {@link StoreRequestError} is thrown. Default: 6. */
   maxRetries?: number;
-  /** First backoff step in ms when the server sent no `Retry-After`; doubles per retry, full jitter, at most 10 s. Default: 200. */
+  /** First backoff step in ms when the server sent no `Retry-After`; doubles per retry up to 10 s, each delay drawn from the upper half of its step. Default: 200. */
   retryBaseDelayMs?: number;
   /** Gives up on one HTTP request after this many ms (then retried like a dropped connection). Default: 30 000. */
   requestTimeoutMs?: number;

@@ -25,7 +25,7 @@ import {
   type ProjectionWatchFieldsFragment,
 } from '../generated/graphql.js';
 import { linkedSignal } from './signals.js';
-import { StoreRequestError, type StoreClient } from './store-client.js';
+import { sleep, StoreRequestError, type StoreClient } from './store-client.js';
 
 /** An operation as the runtime hands it to a handler (every field of `ConnectorOperationFields`). */
 export type WriteBackOperation = ConnectorOperationFieldsFragment;
@@ -304,7 +304,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   /** What the handler's failure means: nothing sent yet → RETRYABLE; a marked send → UNKNOWN (it may have landed). */
   const fromThrown = (error: unknown): FailedOutcome => ({
     kind: marked ? 'unknown' : 'retryable',
-    message: `handler threw: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`,
+    message: `handler threw: ${describeThrown(error)}`,
   });
 
   try {
@@ -319,7 +319,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         if (lost.signal.aborted) return { status: 'lease-lost', operation, marked: true };
         event('handler-error', { message: error instanceof Error ? error.message : String(error) });
         // Could not tell: stays RECONCILE_ONLY, due later.
-        return await record({ kind: 'retryable', message: `reconcile threw: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}` }, false);
+        return await record({ kind: 'retryable', message: `reconcile threw: ${describeThrown(error)}` }, false);
       }
       if (lost.signal.aborted) return { status: 'lease-lost', operation, marked: true };
       if (found.kind === 'committed' || found.kind === 'not-landed') {
@@ -433,7 +433,7 @@ function keepLease(
   const loop = async () => {
     while (!stopped.signal.aborted && !lost.signal.aborted) {
       try {
-        await sleepUnlessStopped(everyMs, stopped.signal);
+        await sleep(everyMs, stopped.signal);
       } catch {
         return;
       }
@@ -467,16 +467,7 @@ function keepLease(
   };
 }
 
-function sleepUnlessStopped(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new Error('stopped'));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+/** `Name: message` of what a handler threw, for `lastError` (the server redacts token-shaped text). */
+function describeThrown(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
