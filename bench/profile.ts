@@ -8,6 +8,7 @@
  *
  *   npx tsx bench/profile.ts sequence            (app, Postgres; about 30 s)
  *   PROFILE_TARGET=floor PROFILE_DIALECT=sqlite npx tsx bench/profile.ts list
+ *   PROFILE_TARGET=jit npx tsx bench/profile.ts list      (the jit floor)
  *   PROFILE_TOP=40 BENCH_SECONDS=8 npx tsx bench/profile.ts typename
  *
  * The scenario is a substring of a throughput scenario's name (typename,
@@ -122,9 +123,10 @@ async function main(): Promise<void> {
   const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
   let target: Target | undefined;
   try {
-    if (TARGET === 'floor') {
+    if (TARGET === 'floor' || TARGET === 'jit') {
       await migrateOverOwnConnection(parseDatabaseURL(database.url));
-      target = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D', nodeArgs);
+      const baseline = TARGET === 'jit' ? 'yoga-jit' : 'yoga';
+      target = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: baseline }, '/graphql?query=%7B__typename%7D', nodeArgs);
       await seed(DIALECT, database.url, key.did);
     } else {
       target = await startProcess(

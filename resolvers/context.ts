@@ -64,7 +64,19 @@ export interface GraphQLContext {
   log: Logger;
 }
 
-/** Builds one request's context, with a fresh per-request loader cache. */
-export function createGraphQLContext(parts: GraphQLContext): GraphQLContext {
-  return { ...parts, ...initContextCache() };
+/**
+ * Builds one request's context, with a fresh per-request loader cache. The
+ * request's logger is made on first use (`log`): most requests log nothing
+ * of their own, and a child logger per request is a measurable share of a
+ * small query's cost.
+ */
+export function createGraphQLContext({ log, ...parts }: Omit<GraphQLContext, 'log'> & { log: () => Logger }): GraphQLContext {
+  let logger: Logger | undefined;
+  return {
+    ...parts,
+    ...initContextCache(),
+    get log() {
+      return (logger ??= log());
+    },
+  };
 }

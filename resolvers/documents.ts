@@ -13,7 +13,7 @@ import { loadEntityTrimsByDocumentIDs } from './entity-trim.js';
 import { loadObservationRecordsByDocumentIDs, loadRepairsByDocumentIDs } from './observations.js';
 import { loadOperationsByDocumentIDs } from './operations.js';
 import { canSeeOwned } from './viewer.js';
-import { loadWatchesByDocumentIDs } from './watches.js';
+import { watchByDocumentLoader } from './watches.js';
 
 /** Batch loader of each document's visible sweep candidates (deletion candidates of a listing pass). */
 export async function loadSweepCandidatesByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<SweepCandidate[][]> {
@@ -29,7 +29,7 @@ export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
   const options = { maxBatchSize: 500 };
   return {
     operations: new DataLoader((ids: readonly string[]) => loadOperationsByDocumentIDs(ids, ctx), options),
-    watch: new DataLoader((ids: readonly string[]) => loadWatchesByDocumentIDs(ids, ctx), options),
+    watch: watchByDocumentLoader(ctx),
     trim: new DataLoader((ids: readonly string[]) => loadEntityTrimsByDocumentIDs(ids, ctx), options),
     candidates: new DataLoader((ids: readonly string[]) => loadSweepCandidatesByDocumentIDs(ids, ctx), options),
     observationRecords: new DataLoader((ids: readonly string[]) => loadObservationRecordsByDocumentIDs(ids, ctx), options),

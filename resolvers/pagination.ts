@@ -99,12 +99,7 @@ export function toConnection<T, C>(
 ) {
   // Cursors are encoded only when selected: most pages ask for the end cursor alone, or none.
   const cursorOfItem = (item: T | undefined) => (item === undefined ? null : encodeCursor(cursorOf(item)));
-  const edges = page.items.map((node) => ({
-    node,
-    get cursor() {
-      return cursorOfItem(node) as string;
-    },
-  }));
+  const edges = page.items.map((node) => new Edge(node, cursorOf));
   const forward = request.last === undefined;
   return {
     edges,
@@ -119,6 +114,22 @@ export function toConnection<T, C>(
       },
     },
   };
+}
+
+/**
+ * An edge of a page: one class, so every edge has one shape and its cursor is
+ * a getter on the prototype (an object literal with a getter would make a
+ * closure per edge), encoded only when selected.
+ */
+class Edge<T> {
+  constructor(
+    readonly node: T,
+    private readonly cursorOf: (item: T) => unknown,
+  ) {}
+
+  get cursor(): string {
+    return encodeCursor(this.cursorOf(this.node));
+  }
 }
 
 function badInput(message: string): GraphQLError {

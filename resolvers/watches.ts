@@ -2,6 +2,8 @@
 import * as watches from '../src/store/projection-watches/index.js';
 import type { ArmWatchResult, ProjectionWatch, ProjectionWatchVerificationStatus, VerificationOutcome } from '../src/store/projection-watches/index.js';
 import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import type { GraphQLContext } from './context.js';
 import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
@@ -20,6 +22,19 @@ export async function loadWatchesByDocumentIDs(documentIDs: readonly string[], c
   // The newest watch the viewer may see, not the newest watch: another owner's must not hide theirs.
   const byDocument = await watches.getAllWatchesByDocumentIDs(ctx.store, documentIDs);
   return documentIDs.map((id) => (byDocument.get(id) ?? []).find((watch) => canSeeOwned(ctx.viewer, watch)) ?? null);
+}
+
+/** The request's loader of each document's visible watch (shared by `ConnectorOperation.watch` and `Document.watch`). */
+export const watchByDocumentLoader = createContextCache(
+  (ctx: GraphQLContext) => new DataLoader((ids: readonly string[]) => loadWatchesByDocumentIDs(ids, ctx), { maxBatchSize: 500 }),
+);
+
+/**
+ * The visible watch of an operation's document, batched per request. No
+ * document: null at once, with no promise (most operations of a page have none).
+ */
+export function watchOfDocument(documentID: string | null, ctx: GraphQLContext): ProjectionWatch | null | Promise<ProjectionWatch | null> {
+  return documentID === null ? null : watchByDocumentLoader(ctx).load(documentID);
 }
 
 /** Filter arguments of `watches`. */

@@ -18,6 +18,7 @@ import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
+import SyncGlobalIDsPlugin from './sync-global-ids.js';
 import { parseDID } from './scalars.js';
 
 /** Most ids one `nodes` call may name: one loader batch (one statement) per node type. */
@@ -56,6 +57,8 @@ export const builder = new SchemaBuilder<{
     DataloaderPlugin,
     SimpleObjectsPlugin,
     ComplexityPlugin,
+    // Last, so its wrapResolve sees each node id field's own resolver first: ids without a promise per row.
+    SyncGlobalIDsPlugin,
   ],
   // Costs per field (see complexity.ts); the budget is enforced per request by the server.
   complexity: { defaultComplexity: 1, defaultListMultiplier: 10 },

@@ -20,7 +20,7 @@ import {
   type OperationPayload as OperationPayloadShape,
 } from '../resolvers/operations.js';
 import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
-import { loadWatchesByDocumentIDs, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
+import { watchOfDocument, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, type DecodedNodeID } from './node-ids.js';
 import { BULK_ACTION_LIST_ROWS, BULK_ROWS, bulkActionComplexity, bulkActionRows, connectionComplexity, firstComplexity } from './complexity.js';
 import { builder, type Types } from './builder.js';
@@ -216,12 +216,12 @@ builder.objectField(ConnectorOperation, 'attemptHistory', (t) =>
 );
 
 builder.objectField(ConnectorOperation, 'watch', (t) =>
-  t.loadable({
+  t.field({
     type: ProjectionWatch,
     nullable: true,
     description: 'The watch of the document this operation wrote, if any and visible.',
-    load: (documentIDs: string[], ctx) => loadWatchesByDocumentIDs(documentIDs, ctx),
-    resolve: (op) => op.documentID,
+    // Batched per request (one statement per page); synchronous null when the operation has no document.
+    resolve: (op, _args, ctx) => watchOfDocument(op.documentID, ctx),
   }),
 );
 

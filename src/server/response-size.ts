@@ -25,9 +25,11 @@ export function approximateJSONSize(value: unknown, limit: number): number {
       size += 2 + item.length;
       for (const child of item) stack.push(child);
     } else if (typeof item === 'object') {
-      for (const [key, child] of Object.entries(item as Record<string, unknown>)) {
+      // for…in, not Object.entries: no array per object (this walk runs on every answer).
+      for (const key in item) {
+        if (!Object.hasOwn(item, key)) continue;
         size += key.length + 4;
-        stack.push(child);
+        stack.push((item as Record<string, unknown>)[key]);
       }
     }
     if (size > limit) return Number.POSITIVE_INFINITY;

@@ -1,0 +1,142 @@
+/**
+ * Instructions per request, counted by valgrind's callgrind: the server and
+ * the jit floor (a bare yoga with graphql-jit over the same SQL,
+ * bench/baselines/raw-sql.ts) each run under callgrind with counting off,
+ * take a warm-up of sequential requests, then count the instructions of the
+ * next N requests (every thread of the process: GC helpers included; the
+ * kernel's share of a syscall is not counted). Unlike CPU time on this
+ * shared two-core machine, which moves ±20 % between runs, the count repeats
+ * within ~2 %, so it is the measure for "did this change make the server
+ * cheaper" (issue 21). It does not see what concurrency costs (more live
+ * requests, larger heaps): the throughput benchmark does.
+ *
+ *   npx tsx bench/instructions.ts list            (about 2 minutes)
+ *   INSTRUCTIONS_TARGETS=app N=300 npx tsx bench/instructions.ts sequence
+ *
+ * Needs valgrind (Debian's package; skipped with a notice without it) and a
+ * reachable Postgres (PG_TEST_URL).
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseDatabaseURL } from '../src/db/connect.js';
+import { migrateOverOwnConnection } from '../src/db/migrator.js';
+import { generateLocalKey, mintToken } from '../src/auth/index.js';
+import { freePort, scenarios, scratchDatabase, seed } from './throughput.js';
+
+const AUDIENCE = 'connector-store-bench';
+const COUNTED = Number(process.env.N ?? 200);
+const WARM_UP = Number(process.env.WARM ?? 400);
+const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit').split(',');
+
+interface Scripted {
+  setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => { body: string };
+  onResponse?: (status: number, body: string, context: Record<string, unknown>) => void;
+}
+
+/** Counts one target's instructions per unit of `scenario` (a unit: one request, or one write-back sequence). */
+async function count(target: 'app' | 'jit', scenarioName: string): Promise<number> {
+  const scenario = scenarios().find((s) => s.name.includes(scenarioName));
+  if (scenario === undefined) throw new Error(`no scenario named like "${scenarioName}"`);
+  const database = await scratchDatabase('postgres');
+  if (database === undefined) throw new Error('no Postgres reachable (set PG_TEST_URL)');
+  const key = generateLocalKey();
+  const token = await mintToken({ privateKey: key.privateKey, audience: AUDIENCE, ttlSeconds: 3_600 });
+  const dir = mkdtempSync(join(tmpdir(), 'cs-callgrind-'));
+  // vgdb (callgrind_control) finds the process by user and host name: give both sides the same.
+  const names = { USER: 'root', LOGNAME: 'root', HOST: '127.0.0.1' };
+  try {
+    await migrateOverOwnConnection(parseDatabaseURL(database.url));
+    await seed('postgres', database.url, key.did);
+    const port = await freePort();
+    const env = {
+      ...names,
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: String(port),
+      DATABASE_URL: database.url,
+      NODE_ENV: 'production',
+      BENCH_CALLER: key.did,
+      AUTH_AUDIENCE: AUDIENCE,
+      SERVICE_DIDS: key.did,
+      LOG_LEVEL: 'silent',
+      RETENTION_INTERVAL_MS: '0',
+      RATE_LIMIT_PER_VIEWER: '0',
+      RATE_LIMIT_PER_IP: '0',
+      BASELINE: 'yoga-jit',
+    };
+    const script = target === 'app' ? 'src/server/main.ts' : 'bench/baselines/raw-sql.ts';
+    const child = spawn(
+      'valgrind',
+      ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, '--import', 'tsx', script],
+      { env, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const url = `http://127.0.0.1:${port}`;
+    const readyPath = target === 'app' ? '/readyz' : '/graphql?query=%7B__typename%7D';
+    for (let i = 0; ; i++) {
+      if (child.exitCode !== null || i > 600) throw new Error(`${script} under valgrind did not start: ${stderr.slice(-2_000)}`);
+      try {
+        if ((await fetch(url + readyPath)).ok) break;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const control = (...args: string[]) => execFileSync('callgrind_control', [...args, String(child.pid)], { env: { ...process.env, ...names }, stdio: 'ignore' });
+    const requests = scenario.app() as unknown as Scripted[];
+    const unit = async () => {
+      const context: Record<string, unknown> = {};
+      for (const request of requests) {
+        const { body } = request.setupRequest({}, context);
+        const response = await fetch(`${url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body,
+        });
+        const text = await response.text();
+        if (response.status !== 200 || text.includes('"errors"')) throw new Error(`${target}: ${response.status} ${text.slice(0, 500)}`);
+        request.onResponse?.(response.status, text, context);
+      }
+    };
+    for (let i = 0; i < WARM_UP; i++) await unit();
+    control('-i', 'on');
+    for (let i = 0; i < COUNTED; i++) await unit();
+    control('-i', 'off');
+    control('-d');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    let total = 0;
+    for (const file of readdirSync(dir)) total += Number(/^totals: (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'))?.[1] ?? 0);
+    if (total === 0) throw new Error(`${target}: callgrind counted nothing (${readdirSync(dir).join(', ')})`);
+    return total / COUNTED;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await database.drop();
+  }
+}
+
+/** Runs the count for each target and prints a markdown table. */
+export async function runInstructionsBench(scenarioNames: string[] = ['list']): Promise<void> {
+  if (spawnSync('valgrind', ['--version']).status !== 0) {
+    console.log('\nInstructions per request skipped: valgrind is not installed (apt-get install valgrind).');
+    return;
+  }
+  console.log(`\n### Instructions per request (callgrind; ${WARM_UP} warm-up, ${COUNTED} counted, sequential; Postgres)\n`);
+  console.log('| scenario | app M instr. | jit floor M instr. | app ÷ jit floor |');
+  console.log('|---|--:|--:|--:|');
+  for (const name of scenarioNames) {
+    const results = new Map<string, number>();
+    for (const target of TARGETS) results.set(target, await count(target as 'app' | 'jit', name));
+    const app = results.get('app');
+    const jit = results.get('jit');
+    const fullName = scenarios().find((s) => s.name.includes(name))!.name;
+    const m = (value: number | undefined) => (value === undefined ? '–' : (value / 1e6).toFixed(2));
+    console.log(`| ${fullName} | ${m(app)} | ${m(jit)} | ${app !== undefined && jit !== undefined ? `**${(app / jit).toFixed(2)}×**` : '–'} |`);
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await runInstructionsBench(process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['list']);
