@@ -12,6 +12,8 @@
  *
  *   npx tsx bench/instructions.ts list            (about 2 minutes)
  *   INSTRUCTIONS_TARGETS=app N=300 npx tsx bench/instructions.ts sequence
+ *   INSTRUCTIONS_TARGETS=app BENCH_APP_ENV=METRICS=false npx tsx bench/instructions.ts list
+ *   BENCH_QUERY='{ operations(first: 50) { edges { node { id } } } }' npx tsx bench/instructions.ts list
  *
  * Needs valgrind (Debian's package; skipped with a notice without it) and a
  * reachable Postgres (PG_TEST_URL).
@@ -24,12 +26,14 @@ import { pathToFileURL } from 'node:url';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { freePort, scenarios, scratchDatabase, seed } from './throughput.js';
+import { freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
 
 const AUDIENCE = 'connector-store-bench';
 const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
 const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit').split(',');
+/** Extra environment of the app (e.g. BENCH_APP_ENV=METRICS=false), to count what a setting costs. */
+const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 
 interface Scripted {
   setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => { body: string };
@@ -66,11 +70,12 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
       RATE_LIMIT_PER_VIEWER: '0',
       RATE_LIMIT_PER_IP: '0',
       BASELINE: 'yoga-jit',
+      ...(target === 'app' ? APP_ENV : {}),
     };
     const script = target === 'app' ? 'src/server/main.ts' : 'bench/baselines/raw-sql.ts';
     const child = spawn(
       'valgrind',
-      ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, '--import', 'tsx', script],
+      ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, ...(process.env.INSTRUCTIONS_KEEP ? ['--perf-basic-prof'] : []), '--import', 'tsx', script],
       { env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';
@@ -87,7 +92,8 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
       await new Promise((r) => setTimeout(r, 500));
     }
     const control = (...args: string[]) => execFileSync('callgrind_control', [...args, String(child.pid)], { env: { ...process.env, ...names }, stdio: 'ignore' });
-    const requests = scenario.app() as unknown as Scripted[];
+    // BENCH_QUERY: another document in place of the scenario's (one request per unit), to count what a field costs.
+    const requests = (process.env.BENCH_QUERY ? [post(() => ({ query: process.env.BENCH_QUERY }))] : scenario.app()) as unknown as Scripted[];
     const unit = async () => {
       const context: Record<string, unknown> = {};
       for (const request of requests) {
@@ -114,7 +120,8 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
     if (total === 0) throw new Error(`${target}: callgrind counted nothing (${readdirSync(dir).join(', ')})`);
     return total / COUNTED;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (process.env.INSTRUCTIONS_KEEP) console.log(`callgrind output kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
     await database.drop();
   }
 }

@@ -23,6 +23,6 @@ export async function announceAll(ctx: GraphQLContext, changes: Partial<Record<C
   try {
     await ctx.changes.publish(events);
   } catch (error) {
-    ctx.log.warn({ err: error, count: events.length }, 'publishing a change failed; subscribers will miss it');
+    ctx.log().warn({ err: error, count: events.length }, 'publishing a change failed; subscribers will miss it');
   }
 }

@@ -60,23 +60,17 @@ export interface GraphQLContext {
   subscriptions: SubscriptionLimiter;
   /** Correlates log lines of one request; also sent back as `x-request-id`. */
   requestID: string;
-  /** The request's logger (carries the request id). */
-  log: Logger;
+  /**
+   * The request's logger (carries the request id and viewer), made on first
+   * call: most requests log nothing of their own. A function, not a getter:
+   * envelop copies the context's properties into its own (`Object.assign`),
+   * which would run a getter on every request.
+   */
+  log(): Logger;
 }
 
-/**
- * Builds one request's context, with a fresh per-request loader cache. The
- * request's logger is made on first use (`log`): most requests log nothing
- * of their own, and a child logger per request is a measurable share of a
- * small query's cost.
- */
+/** Builds one request's context, with a fresh per-request loader cache. */
 export function createGraphQLContext({ log, ...parts }: Omit<GraphQLContext, 'log'> & { log: () => Logger }): GraphQLContext {
   let logger: Logger | undefined;
-  return {
-    ...parts,
-    ...initContextCache(),
-    get log() {
-      return (logger ??= log());
-    },
-  };
+  return { ...parts, ...initContextCache(), log: () => (logger ??= log()) };
 }

@@ -136,10 +136,10 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
       const database = classifyDatabaseError(error);
       if (database !== null) {
         // Typed and retryable, like a request's: the client re-queries and subscribes again.
-        ctx.log.warn({ err: error, code: database.code }, 'subscription ended: its database reads kept failing');
+        ctx.log().warn({ err: error, code: database.code }, 'subscription ended: its database reads kept failing');
         fail(new GraphQLError(database.message, { extensions: { code: database.code, retryable: true } }));
       } else {
-        ctx.log.error({ err: error }, 'subscription failed');
+        ctx.log().error({ err: error }, 'subscription failed');
         fail(new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } }));
       }
     } finally {
@@ -162,7 +162,7 @@ export async function changeStream<T>(ctx: GraphQLContext, options: ChangeStream
       } catch (error) {
         const database = classifyDatabaseError(error);
         if (database === null || attempt >= MAX_EVENT_READ_ATTEMPTS || cleaned) throw error;
-        ctx.log.warn({ err: error, code: database.code, attempt }, 'subscription read failed; retrying');
+        ctx.log().warn({ err: error, code: database.code, attempt }, 'subscription read failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, EVENT_READ_RETRY_DELAY_MS * 2 ** (attempt - 1)));
       }
     }

@@ -27,6 +27,7 @@ import {
 import { LRUCache } from 'lru-cache';
 import pg from 'pg';
 import { classifyDatabaseError } from './errors.js';
+import { isPlainStatement, withObjectRows } from './pg-rows.js';
 import type { Database } from './tables.js';
 
 export type DialectName = 'postgres' | 'sqlite';
@@ -162,6 +163,7 @@ export interface OpenDatabase {
 }
 
 const INT8_OID = 20;
+const parseInt8 = (value: string) => Number.parseInt(value, 10);
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 
 /** Opens (without yet connecting to) the database of `target`. */
@@ -241,8 +243,7 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     // ms-epoch columns are bigint; read them (and count(*)) back as numbers.
     // Per pool, so other pg users in the process keep their parsers.
     types: {
-      getTypeParser: ((oid: number, format?: string) =>
-        oid === INT8_OID ? (value: string) => Number.parseInt(value, 10) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+      getTypeParser: ((oid: number, format?: string) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
     },
   });
   // pg-pool listens for errors only on idle clients; a client whose backend is
@@ -255,7 +256,12 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     // on release instead of lending it to the next request.
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     client.query = ((...args: unknown[]) => {
-      const result = query(...args);
+      // Plain statements (all of Kysely's) come back as arrays and become objects in pg-rows.ts: the same rows, built faster.
+      const result = isPlainStatement(args)
+        ? (query({ text: args[0], values: args[1], rowMode: 'array' }) as Promise<pg.QueryResult | pg.QueryResult[]>).then((r) =>
+            Array.isArray(r) ? r.map(withObjectRows) : withObjectRows(r),
+          )
+        : query(...args);
       if (result instanceof Promise) {
         result.catch((error: unknown) => {
           if (classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});

@@ -31,6 +31,7 @@ import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
 import { loadPersistedDocuments, usePersistedDocuments, type PersistedDocuments } from './persisted-documents.js';
 import { useRequestLog } from './request-log.js';
+import { requestState, shareRequestState } from './request-state.js';
 import { useTracing } from './tracing.js';
 import { useQueryCostBudget } from './query-cost.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
@@ -109,18 +110,13 @@ export function createServerApp({
     { ...admissionLimits(config.limits.maxWebSocketConnections), perViewer: Number.POSITIVE_INFINITY },
     'WebSocket connections',
   );
-  const requestIDs = new WeakMap<Request, string>();
-  /** Requests the graphql-sse endpoint runs in place of the one that arrived (operation-admission.ts): one id, one log line. */
-  const arrivedAs = new WeakMap<Request, Request>();
-  const requestIDOf = (derived: Request): string => {
-    const request = arrivedAs.get(derived) ?? derived;
-    let id = requestIDs.get(request);
-    if (id === undefined) {
+  const requestIDOf = (request: Request): string => {
+    const state = requestState(request);
+    if (state.id === undefined) {
       const sent = request.headers.get('x-request-id');
-      id = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID();
-      requestIDs.set(request, id);
+      state.id = sent !== null && REQUEST_ID.test(sent) ? sent : randomUUID();
     }
-    return id;
+    return state.id;
   };
   let ready = true;
   const requestLog = useRequestLog(logger, config.slowRequestMs, requestIDOf);
@@ -177,7 +173,7 @@ export function createServerApp({
         maxBodyBytes: config.limits.maxBodyBytes,
         persistedDocuments,
         noteOperation: (request, operationName) => requestLog.noteOperation(request, operationName),
-        noteDerived: (original, derived) => void arrivedAs.set(derived, original),
+        noteDerived: (original, derived) => shareRequestState(original, derived),
       },
       now: () => store.now(),
       admit: async ({ viewerDID, ip }) => eventStreams.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
@@ -221,6 +217,8 @@ export function createServerApp({
   // After every plugin: it wraps whichever request parser was chosen.
   plugins.push(useRequestBodyLimit(config.limits.maxBodyBytes));
 
+  if (process.env.EXP_LIST) plugins.forEach((p, i) => console.error(i, Object.keys(p).join(',')));
+  if (process.env.EXP_DROP) { const drop = new Set(process.env.EXP_DROP.split(':').map(Number)); const kept = plugins.filter((_, i) => !drop.has(i)); plugins.splice(0, plugins.length, ...kept); }
   const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -272,7 +270,7 @@ export function createServerApp({
         throw error;
       }
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
-      if (request !== undefined) requestLog.noteViewer(arrivedAs.get(request) ?? request, viewer.kind);
+      if (request !== undefined) requestLog.noteViewer(request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
       const ip = req?.socket?.remoteAddress ?? null;
       await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip });
@@ -403,8 +401,8 @@ function logUnexpectedErrors(): Plugin<GraphQLContext> {
             const original = error.originalError;
             if (original === undefined || original instanceof GraphQLError) continue;
             const failure = classifyDatabaseError(original);
-            if (failure !== null) args.contextValue.log.warn({ err: original, code: failure.code, path: error.path }, 'retryable database failure');
-            else args.contextValue.log.error({ err: original, path: error.path }, 'unexpected resolver error');
+            if (failure !== null) args.contextValue.log().warn({ err: original, code: failure.code, path: error.path }, 'retryable database failure');
+            else args.contextValue.log().error({ err: original, path: error.path }, 'unexpected resolver error');
           }
         }
       },

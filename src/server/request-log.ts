@@ -7,6 +7,7 @@
  */
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from './logger.js';
+import { requestState } from './request-state.js';
 
 /** What the request log learns about a request on its way through. */
 export interface RequestLogNotes {
@@ -19,28 +20,25 @@ export interface RequestLogNotes {
 /** The yoga plugin, and the hook the context factory calls. */
 export function useRequestLog(logger: Logger, slowMs: number, requestIDOf: (request: Request) => string): Plugin & RequestLogNotes {
   const log = logger.child({ component: 'http' });
-  const started = new WeakMap<Request, number>();
-  const operationNames = new WeakMap<Request, string>();
-  const viewers = new WeakMap<Request, string>();
   return {
-    noteViewer: (request, kind) => void viewers.set(request, kind),
-    noteOperation: (request, operationName) => void operationNames.set(request, operationName),
-    onRequest: ({ request }) => void started.set(request, performance.now()),
+    noteViewer: (request, kind) => void (requestState(request).viewer = kind),
+    noteOperation: (request, operationName) => void (requestState(request).operationName = operationName),
+    onRequest: ({ request }) => void (requestState(request).startedAt = performance.now()),
     onParams: ({ params, request }) => {
-      if (typeof params.operationName === 'string' && params.operationName.length <= 200) operationNames.set(request, params.operationName);
+      if (typeof params.operationName === 'string' && params.operationName.length <= 200) requestState(request).operationName = params.operationName;
     },
     onResponse: ({ request, response }) => {
-      const begin = started.get(request);
-      if (begin === undefined) return;
-      const durationMs = Math.round((performance.now() - begin) * 10) / 10;
+      const state = requestState(request);
+      if (state.startedAt === undefined) return;
+      const durationMs = Math.round((performance.now() - state.startedAt) * 10) / 10;
       const line = {
         method: request.method,
         path: new URL(request.url).pathname,
         status: response.status,
         durationMs,
-        operationName: operationNames.get(request) ?? null,
+        operationName: state.operationName ?? null,
         requestID: requestIDOf(request),
-        viewer: viewers.get(request) ?? 'none',
+        viewer: state.viewer ?? 'none',
       };
       if (durationMs > slowMs) log.warn(line, 'slow request');
       else log.info(line, 'request');

@@ -25,9 +25,9 @@ export function approximateJSONSize(value: unknown, limit: number): number {
       size += 2 + item.length;
       for (const child of item) stack.push(child);
     } else if (typeof item === 'object') {
-      // for…in, not Object.entries: no array per object (this walk runs on every answer).
+      // for…in, not Object.entries: no array per object (this walk runs on every answer). Answers are
+      // plain data objects, whose enumerable keys are all their own.
       for (const key in item) {
-        if (!Object.hasOwn(item, key)) continue;
         size += key.length + 4;
         stack.push((item as Record<string, unknown>)[key]);
       }
