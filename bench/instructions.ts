@@ -31,6 +31,7 @@ import { freePort, post, scenarios, scratchDatabase, seed } from './throughput.j
 const AUDIENCE = 'connector-store-bench';
 const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1);
 const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit').split(',');
 /** Extra environment of the app (e.g. BENCH_APP_ENV=METRICS=false), to count what a setting costs. */
 const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
@@ -75,7 +76,7 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
     const script = target === 'app' ? 'src/server/main.ts' : 'bench/baselines/raw-sql.ts';
     const child = spawn(
       'valgrind',
-      ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, ...(process.env.INSTRUCTIONS_KEEP ? ['--perf-basic-prof'] : []), '--import', 'tsx', script],
+      ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, ...(process.env.INSTRUCTIONS_KEEP ? ['--perf-basic-prof', `--logfile=${join(dir, 'v8.log')}`] : []), ...(process.env.NODE_EXTRA ? process.env.NODE_EXTRA.split(' ') : []), '--import', 'tsx', script],
       { env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';
@@ -108,9 +109,16 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
         request.onResponse?.(response.status, text, context);
       }
     };
-    for (let i = 0; i < WARM_UP; i++) await unit();
+    // CONCURRENCY clients at once (default 1): with several requests in flight, what stays alive longer costs the collector more.
+    const clients = async (units: number) => {
+      let left = units;
+      await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+        while (left-- > 0) await unit();
+      }));
+    };
+    await clients(WARM_UP);
     control('-i', 'on');
-    for (let i = 0; i < COUNTED; i++) await unit();
+    await clients(COUNTED);
     control('-i', 'off');
     control('-d');
     child.kill('SIGKILL');

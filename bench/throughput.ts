@@ -9,9 +9,36 @@
  * noise on a shared machine (autocannon, the servers and Postgres share its
  * two cores); the ratios, measured side by side, are the claim.
  *
+ * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.0.0-rc.3 (the last
+ * release candidate whose whole tree declares Node >= 16; 5.0.0-rc.6 and every
+ * 5.x release need Node 22 — package.json pins the rc.3 tree by `overrides`),
+ * a dev dependency started in its own process (bench/baselines/postgraphile.ts:
+ * amber preset, grafserv on node:http, no GraphiQL, no watch, no explain, the
+ * schema built once at start) over the same seeded database, measured in the
+ * same interleaved rounds for `{ __typename }` and the dashboard list, with its
+ * CPU, p99 and the RSS of both processes after the run (VmRSS, VmHWM from
+ * /proc/PID/status; issue 21's goal for the app is <= 200 MiB). Its list
+ * document is POSTGRAPHILE_LIST below: `allKubunConnectorOperations(first: 50,
+ * orderBy: [CREATED_AT_DESC, NODE_KEY_DESC])` with the same fields and the
+ * watch through a relation declared by smart tags in that process (operation
+ * (owner_did, model, document_id) -> watch, the migrations' unique index
+ * uq_connector_watch_ingress; no constraint on document_id alone is possible,
+ * it is not unique on watches). The benchmark checks once that both answers
+ * list the same 50 operations in the same order with the same watches. What
+ * differs: PostGraphile answers with one statement (operations LEFT JOIN
+ * watches ... LIMIT 51), the app with two (the page, then the page's watches by
+ * document_id, newest per document); PostGraphile's join needs the watch's
+ * owner and model to equal the operation's, the app takes a document's newest
+ * watch under any owner (the same rows here); `createdAt` is the bigint as a
+ * string, not an ISO date; its node ids encode the primary key. Visibility is
+ * the same: PostGraphile runs as the database owner with no role, pgSettings or
+ * row-level security, and the app's viewer is a service principal, which
+ * reads every row. The claim and write-back scenarios have no PostGraphile
+ * column: it has no equivalent of the fenced lease protocol.
+ *
  * Scenarios (the dashboard list reads a table seeded by SQL with 10 000 operations):
- * - `{ __typename }` with a reused bearer token vs a bare yoga server;
- * - dashboard list: `operations(first: 50) { … watch }` vs the same two SELECTs;
+ * - `{ __typename }` with a reused bearer token vs a bare yoga server (and PostGraphile);
+ * - dashboard list: `operations(first: 50) { … watch }` vs the same two SELECTs (and PostGraphile's one);
  * - claim of new keys vs SELECT + INSERT … RETURNING + NOTIFY;
  * - the write-back sequence claim → start → sent → finalize, per sequence.
  *
@@ -142,6 +169,8 @@ const CLAIM = `mutation($input: ClaimOperationInput!) { claimOperation(input: $i
 const START = `mutation($input: StartOperationAttemptInput!) { startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { id attempts } } } }`;
 const SENT = `mutation($input: MarkOperationSentInput!) { markOperationSent(input: $input) { __typename ... on OperationPayload { operation { id } } } }`;
 const FINALIZE = `mutation($input: FinalizeOperationInput!) { finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized operation { id state documentID } watch { id } } } }`;
+/** PostGraphile's closest document to LIST (bench/baselines/postgraphile.ts; its fields are the columns' names). */
+export const POSTGRAPHILE_LIST = `query { allKubunConnectorOperations(first: 50, orderBy: [CREATED_AT_DESC, NODE_KEY_DESC]) { edges { node { id operationId state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
 
 const claimInput = (operationID: string) => ({
   operationID,
@@ -156,8 +185,16 @@ const claimInput = (operationID: string) => ({
   leaseMs: 30_000,
 });
 
-/** The app's and the raw baseline's request sequences of one scenario. */
-export function scenarios(): { name: string; perUnit: number; app: () => Request[]; baseline: 'yoga' | 'raw'; raw: () => Request[]; floor?: boolean }[] {
+/** The app's and the raw baseline's request sequences of one scenario (and PostGraphile's, where it has one). */
+export function scenarios(): {
+  name: string;
+  perUnit: number;
+  app: () => Request[];
+  baseline: 'yoga' | 'raw';
+  raw: () => Request[];
+  floor?: boolean;
+  postgraphile?: () => Request[];
+}[] {
   const fenced = (c: Record<string, any>) => ({ id: c.id, version: c.version, leaseToken: c.token });
   const keep = (field: string) => (body: any, c: Record<string, any>) => {
     const payload = body.data?.[field];
@@ -168,8 +205,23 @@ export function scenarios(): { name: string; perUnit: number; app: () => Request
     if (payload?.lease !== undefined) Object.assign(c, { version: payload.lease.version, token: payload.lease.token });
   };
   return [
-    { name: '`{ __typename }`', perUnit: 1, baseline: 'yoga', app: () => [post(() => ({ query: '{ __typename }' }))], raw: () => [post(() => ({ query: '{ __typename }' }))] },
-    { name: 'dashboard list, 50 rows + watches', perUnit: 1, baseline: 'raw', floor: true, app: () => [post(() => ({ query: LIST }))], raw: () => [post(() => ({ op: 'list', first: 50 }))] },
+    {
+      name: '`{ __typename }`',
+      perUnit: 1,
+      baseline: 'yoga',
+      app: () => [post(() => ({ query: '{ __typename }' }))],
+      raw: () => [post(() => ({ query: '{ __typename }' }))],
+      postgraphile: () => [post(() => ({ query: '{ __typename }' }))],
+    },
+    {
+      name: 'dashboard list, 50 rows + watches',
+      perUnit: 1,
+      baseline: 'raw',
+      floor: true,
+      app: () => [post(() => ({ query: LIST }))],
+      raw: () => [post(() => ({ op: 'list', first: 50 }))],
+      postgraphile: () => [post(() => ({ query: POSTGRAPHILE_LIST }))],
+    },
     {
       name: 'claim, new keys',
       perUnit: 1,
@@ -252,6 +304,35 @@ export async function scratchDatabase(dialect: string): Promise<{ url: string; d
   };
 }
 
+/** Resident and peak resident memory of a process in MiB (VmRSS, VmHWM of /proc/PID/status). */
+export function memoryMiB(child: ChildProcess): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kB('VmRSS') / 1024, peak: kB('VmHWM') / 1024 };
+}
+
+/**
+ * Both answers of the dashboard list name the same 50 operations in the same
+ * order (newest first), with a watch on the same ones; throws otherwise, so the
+ * peer's number is for the same page.
+ */
+async function checkPeerList(app: Target, peer: Target, headers: Record<string, string>): Promise<void> {
+  const ask = async (target: Target, query: string) => {
+    const response = await fetch(target.url + '/graphql', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
+    return (await response.json()) as { data?: any; errors?: unknown };
+  };
+  const mine = await ask(app, LIST);
+  const theirs = await ask(peer, POSTGRAPHILE_LIST);
+  if (mine.errors !== undefined || theirs.errors !== undefined) throw new Error(`dashboard list: ${JSON.stringify(mine.errors ?? theirs.errors)}`);
+  const rows = (edges: { node: Record<string, any> }[], key: string) => edges.map((e) => `${e.node[key]}:${e.node.watch === null ? '-' : e.node.watch.verificationStatus.toLowerCase()}`);
+  const a = rows(mine.data.operations.edges, 'operationID');
+  const b = rows(theirs.data.allKubunConnectorOperations.edges, 'operationId');
+  if (a.length !== 50 || a.join() !== b.join() || !a.some((r) => !r.endsWith(':-'))) {
+    throw new Error(`dashboard list: PostGraphile's page differs from the app's\napp:          ${a.join(' ')}\nPostGraphile: ${b.join(' ')}`);
+  }
+  if (mine.data.operations.pageInfo.hasNextPage !== theirs.data.allKubunConnectorOperations.pageInfo.hasNextPage) throw new Error('dashboard list: hasNextPage differs');
+}
+
 /** Runs the benchmark and prints its markdown table. */
 export async function runThroughputBench(): Promise<void> {
   const key = generateLocalKey();
@@ -259,6 +340,8 @@ export async function runThroughputBench(): Promise<void> {
   const headers = { authorization: `Bearer ${token}` };
   const rows: string[] = [];
   const floorRows: string[] = [];
+  const peerRows: string[] = [];
+  const memoryRows: string[] = [];
   for (const dialect of DIALECTS) {
     const database = await scratchDatabase(dialect);
     if (database === undefined) {
@@ -282,19 +365,29 @@ export async function runThroughputBench(): Promise<void> {
       // The same with graphql-jit, as the app executes: the best-built bare server on this SQL (issue 21).
       const jitFloor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga-jit' }, '/graphql?query=%7B__typename%7D');
       targets.push(raw, yoga, floor, jitFloor);
+      // The peer, on Postgres only: PostGraphile v5 in its own process over the same database (bench/baselines/postgraphile.ts).
+      let peer: Target | undefined;
+      if (dialect === 'postgres') {
+        peer = await startProcess('bench/baselines/postgraphile.ts', { DATABASE_URL: database.url, NODE_ENV: 'production', GRAPHILE_ENV: 'production' }, '/');
+        targets.push(peer);
+        await checkPeerList(app, peer, headers);
+      }
       for (const scenario of scenarios().filter((s) => ONLY.length === 0 || ONLY.some((o) => s.name.includes(o)))) {
         const baseline = scenario.baseline === 'yoga' ? yoga : raw;
-        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[], jit: [] as Measured[] };
+        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[], jit: [] as Measured[], peer: [] as Measured[] };
+        const peerRequests = peer === undefined ? undefined : scenario.postgraphile;
         // Warm-up of each, then interleaved rounds.
         await load(app, scenario.app(), scenario.perUnit, headers);
         await load(baseline, scenario.raw(), scenario.perUnit, headers);
         if (scenario.floor) await load(floor, scenario.app(), scenario.perUnit, headers);
         if (scenario.floor) await load(jitFloor, scenario.app(), scenario.perUnit, headers);
+        if (peerRequests !== undefined) await load(peer!, peerRequests(), scenario.perUnit, headers);
         for (let round = 0; round < ROUNDS; round++) {
           results.app.push(await load(app, scenario.app(), scenario.perUnit, headers));
           results.base.push(await load(baseline, scenario.raw(), scenario.perUnit, headers));
           if (scenario.floor) results.floor.push(await load(floor, scenario.app(), scenario.perUnit, headers));
           if (scenario.floor) results.jit.push(await load(jitFloor, scenario.app(), scenario.perUnit, headers));
+          if (peerRequests !== undefined) results.peer.push(await load(peer!, peerRequests(), scenario.perUnit, headers));
         }
         const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
         const ratio = m(results.app, 'rps') / m(results.base, 'rps');
@@ -303,10 +396,21 @@ export async function runThroughputBench(): Promise<void> {
             `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | ${m(results.jit, 'rps').toFixed(0)} | **${(m(results.jit, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.jit, 'rps')).toFixed(2)}×** | ${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}× | ${m(results.jit, 'cpuMsPerRequest').toFixed(2)} | ${m(results.jit, 'p99').toFixed(1)} |`,
           );
         }
+        if (peerRequests !== undefined) {
+          peerRows.push(
+            `| ${dialect} | ${scenario.name} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.peer, 'rps').toFixed(0)} | **${(m(results.app, 'rps') / m(results.peer, 'rps')).toFixed(2)}×** | ${m(results.app, 'p99').toFixed(1)} | ${m(results.peer, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.peer, 'cpuMsPerRequest').toFixed(2)} |`,
+          );
+        }
         rows.push(
           `| ${dialect} | ${scenario.name} | ${scenario.baseline === 'yoga' ? 'bare yoga' : 'raw SQL'} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.base, 'rps').toFixed(0)} | **${ratio.toFixed(2)}×** | ${m(results.app, 'p50').toFixed(1)} / ${m(results.app, 'p99').toFixed(1)} | ${m(results.base, 'p50').toFixed(1)} / ${m(results.base, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.base, 'cpuMsPerRequest').toFixed(2)} |`,
         );
       }
+      const mib = (target: Target | undefined) => {
+        if (target === undefined) return '–';
+        const { rss, peak } = memoryMiB(target.process);
+        return `${rss.toFixed(0)} / ${peak.toFixed(0)}`;
+      };
+      memoryRows.push(`| ${dialect} | ${mib(app)} | ${mib(peer)} |`);
     } finally {
       for (const target of targets) target.process.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 300));
@@ -322,6 +426,18 @@ export async function runThroughputBench(): Promise<void> {
     console.log('| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms |');
     console.log('|---|---|--:|--:|--:|--:|--:|--:|--:|');
     for (const row of floorRows) console.log(row);
+  }
+  if (peerRows.length > 0) {
+    console.log('\n### Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)\n');
+    console.log('| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req |');
+    console.log('|---|---|--:|--:|--:|--:|--:|--:|--:|');
+    for (const row of peerRows) console.log(row);
+  }
+  if (memoryRows.length > 0) {
+    console.log('\n### Memory after the run (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS <= 200 MiB)\n');
+    console.log('| dialect | app RSS / peak | PostGraphile RSS / peak |');
+    console.log('|---|--:|--:|');
+    for (const row of memoryRows) console.log(row);
   }
 }
 
