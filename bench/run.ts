@@ -4,6 +4,7 @@
  */
 import { runAuthCostBench } from './auth-cost.js';
 import { runConsoleBench } from './console.js';
+import { runInstructionsBench } from './instructions.js';
 import { runPlansBench } from './plans.js';
 import { runStatementCountBench } from './statement-count.js';
 import { runThroughputBench } from './throughput.js';
@@ -14,6 +15,7 @@ await runStatementCountBench();
 await runAuthCostBench();
 await runPlansBench();
 await runThroughputBench();
+await runInstructionsBench(['list']);
 await runConsoleBench();
 await runWriteBackWorkersBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);
