@@ -217,8 +217,6 @@ export function createServerApp({
   // After every plugin: it wraps whichever request parser was chosen.
   plugins.push(useRequestBodyLimit(config.limits.maxBodyBytes));
 
-  if (process.env.EXP_LIST) plugins.forEach((p, i) => console.error(i, Object.keys(p).join(',')));
-  if (process.env.EXP_DROP) { const drop = new Set(process.env.EXP_DROP.split(':').map(Number)); const kept = plugins.filter((_, i) => !drop.has(i)); plugins.splice(0, plugins.length, ...kept); }
   const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
