@@ -14,6 +14,10 @@
  *   INSTRUCTIONS_TARGETS=app N=300 npx tsx bench/instructions.ts sequence
  *   INSTRUCTIONS_TARGETS=app BENCH_APP_ENV=METRICS=false npx tsx bench/instructions.ts list
  *   BENCH_QUERY='{ operations(first: 50) { edges { node { id } } } }' npx tsx bench/instructions.ts list
+ *   INSTRUCTIONS_KEEP=1 INSTRUCTIONS_TOP=60 npx tsx bench/instructions.ts list   (and the cost by function)
+ *
+ * INSTRUCTIONS_KEEP runs node with V8's symbol map and log, which costs a few
+ * per cent more: compare counts taken without it.
  *
  * Needs valgrind (Debian's package; skipped with a notice without it) and a
  * reachable Postgres (PG_TEST_URL).
@@ -126,11 +130,62 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
     let total = 0;
     for (const file of readdirSync(dir)) total += Number(/^totals: (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'))?.[1] ?? 0);
     if (total === 0) throw new Error(`${target}: callgrind counted nothing (${readdirSync(dir).join(', ')})`);
+    if (process.env.INSTRUCTIONS_KEEP) printByFunction(target, dir, COUNTED);
     return total / COUNTED;
   } finally {
     if (process.env.INSTRUCTIONS_KEEP) console.log(`callgrind output kept in ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
     await database.drop();
+  }
+}
+
+/**
+ * Self instructions per unit by function (INSTRUCTIONS_KEEP=1): callgrind
+ * names V8's builtins, the collector and native code itself; JavaScript
+ * compiled at run time is an address, named here from V8's symbol map
+ * (`--perf-basic-prof` writes /tmp/perf-PID.map).
+ */
+function printByFunction(target: string, dir: string, units: number): void {
+  const top = Number(process.env.INSTRUCTIONS_TOP ?? 40);
+  for (const file of readdirSync(dir).filter((name) => name.startsWith('callgrind.out.'))) {
+    const path = join(dir, file);
+    const pid = /^pid: (\d+)/m.exec(readFileSync(path, 'utf8'))?.[1];
+    const symbols: { start: number; end: number; name: string }[] = [];
+    try {
+      for (const line of readFileSync(`/tmp/perf-${pid}.map`, 'utf8').split('\n')) {
+        const [start, size, ...name] = line.split(' ');
+        if (start !== undefined && size !== undefined && name.length > 0) symbols.push({ start: Number.parseInt(start, 16), end: Number.parseInt(start, 16) + Number.parseInt(size, 16), name: name.join(' ') });
+      }
+    } catch {
+      // no symbol map: addresses stay addresses
+    }
+    symbols.sort((a, b) => a.start - b.start);
+    const nameOf = (address: number) => {
+      let low = 0;
+      let high = symbols.length - 1;
+      while (low <= high) {
+        const middle = (low + high) >> 1;
+        const symbol = symbols[middle]!;
+        if (address < symbol.start) high = middle - 1;
+        else if (address >= symbol.end) low = middle + 1;
+        else return symbol.name;
+      }
+      return undefined;
+    };
+    const annotated = spawnSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', path], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 }).stdout;
+    const costs = new Map<string, number>();
+    for (const line of annotated.split('\n')) {
+      const match = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
+      if (match === null || match[2]!.includes('PROGRAM TOTALS')) continue;
+      const cost = Number(match[1]!.replaceAll(',', ''));
+      const address = /^\?\?\?:0x([0-9a-f]+)/.exec(match[2]!);
+      const name = (address !== null ? nameOf(Number.parseInt(address[1]!, 16)) : undefined) ?? match[2]!.replace(/ \[[^\]]*\]$/, '');
+      costs.set(name, (costs.get(name) ?? 0) + cost);
+    }
+    console.log(`\n${target}: self instructions per unit by function (top ${top}; ${path})\n`);
+    console.log('| K instr. | function |');
+    console.log('|--:|---|');
+    for (const [name, cost] of [...costs].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`| ${(cost / units / 1_000).toFixed(1)} | ${name.slice(0, 160).replaceAll('|', '\\|')} |`);
   }
 }
 
