@@ -30,9 +30,8 @@ import { pathToFileURL } from 'node:url';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
+import { AUDIENCE, appEnv, freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
 
-const AUDIENCE = 'connector-store-bench';
 const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1);
@@ -68,12 +67,7 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
       DATABASE_URL: database.url,
       NODE_ENV: 'production',
       BENCH_CALLER: key.did,
-      AUTH_AUDIENCE: AUDIENCE,
-      SERVICE_DIDS: key.did,
-      LOG_LEVEL: 'silent',
-      RETENTION_INTERVAL_MS: '0',
-      RATE_LIMIT_PER_VIEWER: '0',
-      RATE_LIMIT_PER_IP: '0',
+      ...appEnv(key.did),
       BASELINE: 'yoga-jit',
       ...(target === 'app' ? APP_ENV : {}),
     };

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { load, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
+import { AUDIENCE, appEnv, load, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
 
 interface ProfileNode {
   id: number;
@@ -35,7 +35,6 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const AUDIENCE = 'connector-store-bench';
 const DIALECT = process.env.PROFILE_DIALECT ?? 'postgres';
 const TARGET = process.env.PROFILE_TARGET ?? 'app';
 const TOP = Number(process.env.PROFILE_TOP ?? 25);
@@ -131,7 +130,7 @@ async function main(): Promise<void> {
     } else {
       target = await startProcess(
         'src/server/main.ts',
-        { ...common, AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: key.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0' },
+        { ...common, ...appEnv(key.did) },
         '/readyz',
         nodeArgs,
       );

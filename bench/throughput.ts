@@ -66,7 +66,27 @@ const ONLY = (process.env.BENCH_SCENARIOS ?? '').split(',').filter((s) => s !== 
 /** Extra environment of the app server (e.g. BENCH_APP_ENV=METRICS=false), to measure what a setting costs. */
 const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 const ROWS = 10_000;
-const AUDIENCE = 'connector-store-bench';
+/** The audience of the benchmark's tokens. */
+export const AUDIENCE = 'connector-store-bench';
+
+/**
+ * The app's environment in every benchmark that starts it (throughput,
+ * profile, instructions): `serviceDID` is a service principal (it reads
+ * every row, as the baselines do), quiet logs, no retention job, no rate
+ * limits (the load comes from one address and one viewer).
+ */
+export function appEnv(serviceDID: string): Record<string, string> {
+  return { AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: serviceDID, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0' };
+}
+
+/** Prints a markdown table under a heading (nothing when it has no rows). */
+function printTable(heading: string, header: string, align: string, rows: readonly string[]): void {
+  if (rows.length === 0) return;
+  console.log(`\n### ${heading}\n`);
+  console.log(header);
+  console.log(align);
+  for (const row of rows) console.log(row);
+}
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
@@ -353,7 +373,7 @@ export async function runThroughputBench(): Promise<void> {
       const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
       const app = await startProcess(
         'src/server/main.ts',
-        { ...common, AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: key.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0', ...APP_ENV },
+        { ...common, ...appEnv(key.did), ...APP_ENV },
         '/readyz',
       );
       targets.push(app);
@@ -417,28 +437,30 @@ export async function runThroughputBench(): Promise<void> {
       await database.drop();
     }
   }
-  console.log(`\n### Throughput vs baselines (autocannon, ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds × ${SECONDS} s, median)\n`);
-  console.log('| dialect | scenario | baseline | app req/s | baseline req/s | app ÷ baseline | app p50 / p99 ms | baseline p50 / p99 ms | app CPU ms/req | baseline CPU ms/req |');
-  console.log('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
-  for (const row of rows) console.log(row);
-  if (floorRows.length > 0) {
-    console.log('\n### The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth), with graphql-js and with graphql-jit\n');
-    console.log('| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms |');
-    console.log('|---|---|--:|--:|--:|--:|--:|--:|--:|');
-    for (const row of floorRows) console.log(row);
-  }
-  if (peerRows.length > 0) {
-    console.log('\n### Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)\n');
-    console.log('| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req |');
-    console.log('|---|---|--:|--:|--:|--:|--:|--:|--:|');
-    for (const row of peerRows) console.log(row);
-  }
-  if (memoryRows.length > 0) {
-    console.log('\n### Memory after the run (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS <= 200 MiB)\n');
-    console.log('| dialect | app RSS / peak | PostGraphile RSS / peak |');
-    console.log('|---|--:|--:|');
-    for (const row of memoryRows) console.log(row);
-  }
+  printTable(
+    `Throughput vs baselines (autocannon, ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds × ${SECONDS} s, median)`,
+    '| dialect | scenario | baseline | app req/s | baseline req/s | app ÷ baseline | app p50 / p99 ms | baseline p50 / p99 ms | app CPU ms/req | baseline CPU ms/req |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    rows,
+  );
+  printTable(
+    'The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth), with graphql-js and with graphql-jit',
+    '| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    floorRows,
+  );
+  printTable(
+    'Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
+    '| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    peerRows,
+  );
+  printTable(
+    'Memory after the run (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS <= 200 MiB)',
+    '| dialect | app RSS / peak | PostGraphile RSS / peak |',
+    '|---|--:|--:|',
+    memoryRows,
+  );
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await runThroughputBench();
