@@ -75,6 +75,18 @@ describe.skipIf(!runs)('postgres: the pool builds the rows pg would have built',
     expect(Object.getOwnPropertyDescriptor(ours[0], '__proto__')?.value).toBe('p');
   });
 
+  it("a plain statement on the pool's clients goes the array way (pg's result says so) and still comes back as objects", async () => {
+    const client = await database.pgPool!.connect();
+    try {
+      const result = (await client.query('select $1::int4 as a, $2::text as b', [7, 'x'])) as pg.QueryResult & { rowAsArray?: boolean };
+      expect(result.rowAsArray).toBe(true);
+      expect(result.rows).toEqual([{ a: 7, b: 'x' }]);
+      expect(Array.isArray(result.rows[0])).toBe(false);
+    } finally {
+      client.release();
+    }
+  });
+
   it('no rows, and a write without RETURNING, answer as before', async () => {
     await sql`create table pg_rows_probe (id int primary key, note text)`.execute(database.db);
     const insert = await sql`insert into pg_rows_probe values (1, 'a'), (2, null)`.execute(database.db);

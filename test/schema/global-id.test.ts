@@ -2,11 +2,14 @@
  * Global ids (schema/global-id.ts): base64url of `Type:nodeKey` in UTF-8,
  * for every length of key (each remainder of 3); decoding round-trips and
  * refuses what no node could have. (A hand-written ASCII encoder was tried
- * for issue 21 and was slower than Buffer's.)
+ * for issue 21 and was slower than Buffer's.) A page's ids and empty
+ * watches resolve without a promise per row (issue 21).
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { isObjectType, type GraphQLResolveInfo } from 'graphql';
 import { decodeNodeID, encodeNodeID } from '../../schema/global-id.js';
+import { schema } from '../../schema/index.js';
 
 const nodeBuffer = (text: string) => Buffer.from(text, 'utf8').toString('base64url');
 
@@ -32,5 +35,22 @@ describe('global ids', () => {
     expect(decodeNodeID(encodeNodeID('ProjectionWatch', 'short'))).toEqual({ typename: '', id: '' });
     expect(decodeNodeID('%%%')).toEqual({ typename: '', id: '' });
     expect(decodeNodeID('x'.repeat(201))).toEqual({ typename: '', id: '' });
+  });
+
+  it("every node's id resolves at once, as a string, not through a promise (schema/sync-global-ids.ts)", () => {
+    const nodeKey = randomBytes(16).toString('base64url');
+    for (const typename of ['ConnectorOperation', 'ProjectionWatch', 'SyncState', 'SweepReceipt']) {
+      const type = schema.getType(typename);
+      if (!isObjectType(type)) throw new Error(`${typename} is not an object type`);
+      const id = type.getFields().id!.resolve!({ nodeKey }, {}, {}, {} as GraphQLResolveInfo);
+      expect(id).toBe(encodeNodeID(typename, nodeKey));
+    }
+  });
+
+  it("an operation without a document answers watch: null at once, with no promise and no load", () => {
+    const type = schema.getType('ConnectorOperation');
+    if (!isObjectType(type)) throw new Error('ConnectorOperation is not an object type');
+    // No context: a load would need one, so this proves none is attempted.
+    expect(type.getFields().watch!.resolve!({ documentID: null }, {}, {}, {} as GraphQLResolveInfo)).toBeNull();
   });
 });
