@@ -13,6 +13,7 @@ import { operationHistoryMigration } from './0005-operation-history.js';
 import { operationFailureIndexesMigration } from './0006-operation-failure-indexes.js';
 import { syncStateProgressedAtMigration } from './0007-sync-state-progressed-at.js';
 import { operationOwnerForeignIndexMigration } from './0008-operation-owner-foreign-index.js';
+import { everyRowIndexesFencedMigration } from './0009-every-row-indexes-fenced.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -27,5 +28,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0006-operation-failure-indexes': operationFailureIndexesMigration(types),
     '0007-sync-state-progressed-at': syncStateProgressedAtMigration(types),
     '0008-operation-owner-foreign-index': operationOwnerForeignIndexMigration(types),
+    '0009-every-row-indexes-fenced': everyRowIndexesFencedMigration(types),
   };
 }

@@ -2,6 +2,7 @@
  * Keyset pages in either direction, as the API's connections ask for them:
  * the direction and size of a request, and the page from the rows read.
  */
+import { sql, type RawBuilder, type SqlBool } from 'kysely';
 import { InvalidInputError } from './errors.js';
 import { requireNonNegativeInteger } from './validate.js';
 
@@ -42,3 +43,15 @@ export function pageFromRows<R, T>(rows: readonly R[], { forward, size }: PageDi
   if (!forward) items.reverse();
   return { items, hasMore: rows.length > size };
 }
+
+/**
+ * `node_key <> ''`: true of every row (a node key is never empty), and the predicate that makes
+ * the newest-first index of every row of operations, watches and sweep
+ * receipts partial (migration 0009). Postgres may use a partial index only
+ * for a statement whose conditions imply its predicate, so a listing that
+ * reads every tenant's rows adds this condition and may walk that index,
+ * and a listing narrowed to an owner, a caller or a document leaves it out:
+ * for it the index does not exist, and its own (owner | caller | document,
+ * …) index stays the only ordered path however stale the statistics are.
+ */
+export const ACROSS_TENANTS: RawBuilder<SqlBool> = sql<SqlBool>`${sql.ref('node_key')} <> ''`;

@@ -46,7 +46,6 @@ const UNIQUE_INDEXES: Record<string, string[]> = {
 
 const INDEXES = [
   'idx_connector_operation_document',
-  'idx_connector_operation_owner',
   'idx_connector_operation_state_updated',
   'idx_connector_operation_count_owner',
   'idx_connector_watch_document',
@@ -57,7 +56,7 @@ const INDEXES = [
   'idx_connector_operation_owner_foreign_created',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced'];
 
 interface Introspected {
   tables: string[];

@@ -42,6 +42,17 @@ export async function accessPaths(store: StoreContext, query: CompiledQuery, tab
     const { rows } = await store.db.executeQuery<{ 'QUERY PLAN': unknown }>(CompiledQuery.raw(`explain (format json) ${query.sql}`, [...query.parameters]));
     const paths: string[] = [];
     const walk = (node: Record<string, unknown>) => {
+      if (node['Relation Name'] === table && node['Node Type'] === 'Bitmap Heap Scan') {
+        // The indexes are its Bitmap Index Scan children (under a BitmapOr or BitmapAnd when several).
+        const indexes: string[] = [];
+        const collect = (n: Record<string, unknown>) => {
+          if (n['Index Name'] !== undefined) indexes.push(String(n['Index Name']));
+          for (const child of (n.Plans as Record<string, unknown>[] | undefined) ?? []) collect(child);
+        };
+        collect(node);
+        paths.push(`Bitmap Heap Scan on ${indexes.join(', ')}`);
+        return;
+      }
       if (node['Relation Name'] === table && String(node['Node Type']).endsWith('Scan')) paths.push(String(node['Index Name'] ?? node['Node Type']));
       for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
     };

@@ -65,7 +65,7 @@ describeEachDialect('ownership', (suite) => {
     expect(await ownsAnyRow(store, 'did:key:zNobody')).toBe(false);
     expect(statements).toHaveLength(1);
     const paths = {
-      kubun_connector_operation: 'idx_connector_operation_owner',
+      kubun_connector_operation: 'idx_connector_operation_owner_created',
       kubun_connector_projection_watch: 'idx_connector_watch_owner_created',
       kubun_connector_sync_state: 'idx_connector_sync_state_owner',
     };

@@ -15,7 +15,8 @@ import { InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError 
 import { rowHas } from '../row-checks.js';
 import { notDueAt } from './due.js';
 import { recordAction, recordActions, redactAttemptMessage } from './history.js';
-import { checkScope, filtered, filterMatchesNothing, type OperationFilter } from './list.js';
+import { ACROSS_TENANTS } from '../page.js';
+import { checkScope, filtered, filterMatchesNothing, readsAcrossTenants, type OperationFilter } from './list.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import { LIVE_OPERATION_STATES, type ConnectorOperation, type ConnectorOperationState, type OperationKey } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
@@ -180,6 +181,7 @@ export async function applyOperationActionToMany(store: StoreContext, input: Bul
     const stillToDo = STILL_TO_DO[input.action];
     if (stillToDo !== null) chosen = chosen.where((eb) => stillToDo(eb, now));
     if (input.ownerDID !== null) chosen = chosen.where('owner_did', '=', input.ownerDID);
+    else if (readsAcrossTenants(input.filter)) chosen = chosen.where(ACROSS_TENANTS);
     if (tx.dialect === 'postgres') chosen = chosen.forUpdate();
     const keys = await chosen.execute();
     const more = keys.length > input.cap;

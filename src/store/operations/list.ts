@@ -3,6 +3,7 @@ import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { InvalidInputError } from '../errors.js';
+import { ACROSS_TENANTS } from '../page.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
 import {
   LIVE_OPERATION_STATES,
@@ -130,7 +131,8 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
   let rows: OperationRow[];
   const viewer = input.visibleTo;
   if (viewer === null) {
-    rows = await branch(null).execute();
+    const query = branch(null);
+    rows = await (readsAcrossTenants(input.filter) ? query.where(ACROSS_TENANTS) : query).execute();
   } else {
     const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
     // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
@@ -189,6 +191,15 @@ export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION
     q = q.where((eb) => (filter.stuck ? isStuck(eb) : eb.not(isStuck(eb))));
   }
   return q as Q;
+}
+
+/**
+ * Whether a service's read under `filter` spans every tenant (no owner, no
+ * document): only such a read may walk the newest-first index of every row
+ * ({@link ACROSS_TENANTS}).
+ */
+export function readsAcrossTenants(filter: OperationFilter | undefined): boolean {
+  return filter?.ownerDID === undefined && filter?.documentID === undefined;
 }
 
 /** Rows strictly older than `after` and strictly newer than `before`. */

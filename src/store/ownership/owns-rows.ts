@@ -5,7 +5,7 @@ import type { StoreContext } from '../context.js';
 /**
  * Whether `ownerDID` owns at least one operation, projection watch or sync
  * state. One statement of three `exists` probes, each answered from an index
- * that leads with `owner_did` (idx_connector_operation_owner,
+ * that leads with `owner_did` (idx_connector_operation_owner_created,
  * idx_connector_watch_owner_created, idx_connector_sync_state_owner): at most
  * one index entry read per table, whatever the tables hold.
  */

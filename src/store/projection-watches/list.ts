@@ -2,7 +2,7 @@ import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
+import { ACROSS_TENANTS, pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
 import { requireIntegerAtLeast } from '../validate.js';
@@ -87,6 +87,8 @@ export async function listWatches(store: StoreContext, options: ListWatchesOptio
     .selectFrom('kubun_connector_projection_watch')
     .selectAll()
     .where(visibleWatches(options.visibleTo, options.filter));
+  const filter = options.filter;
+  if (options.visibleTo === null && filter?.ownerDID === undefined && filter?.documentID === undefined) query = query.where(ACROSS_TENANTS);
   // Row-value comparisons: the (…, created_at, node_key) indexes serve them as ranges.
   if (after != null) {
     query = query.where((eb) =>

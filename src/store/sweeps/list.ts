@@ -4,6 +4,7 @@ import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { requireNonNegativeInteger } from '../validate.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { ACROSS_TENANTS } from '../page.js';
 import { rowToSweepReceipt } from './row.js';
 import type { SweepReceipt } from './types.js';
 
@@ -48,6 +49,7 @@ export async function listSweepReceipts(
   requireNonNegativeInteger('first', options.first);
   const { after } = options;
   let query = store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(visibleReceipts(options));
+  if (options.visibleTo === null && options.filter?.ownerDID === undefined) query = query.where(ACROSS_TENANTS);
   if (after !== undefined) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
   const rows = await query.orderBy('created_at', 'desc').orderBy('node_key', 'desc').limit(options.first + 1).execute();
   return { receipts: rows.slice(0, options.first).map(rowToSweepReceipt), hasMore: rows.length > options.first };
