@@ -78,6 +78,27 @@ async function expectListPlans(suite: DialectSuite, visibleTo: string | null) {
   expect([...seen].sort()).toEqual(Object.keys(EXPECTED).sort());
 }
 
+/** A service's pages narrowed to one owner read that owner's indexes, as a viewer's do (the service states no ACROSS_TENANTS). */
+async function expectOwnerFilteredPlans(suite: DialectSuite, ownerDID: string) {
+  const { store, statements } = recordingStatements(suite.store);
+  const filter = { ownerDID };
+  expect((await listOperations(store, { visibleTo: null, first: 20, filter })).operations).toHaveLength(20);
+  expect((await listWatches(store, { visibleTo: null, first: 20, filter })).watches).toHaveLength(20);
+  expect((await listSweepReceipts(store, { visibleTo: null, first: 20, filter })).receipts).toHaveLength(20);
+  const expected: Record<string, string> = {
+    kubun_connector_operation: 'idx_connector_operation_owner_created',
+    kubun_connector_projection_watch: 'idx_connector_watch_owner_created',
+    kubun_connector_sweep_receipt: 'idx_connector_sweep_receipt_owner_created',
+  };
+  expect(statements).toHaveLength(3);
+  for (const statement of statements) {
+    const table = Object.keys(expected).find((name) => statement.sql.includes(`"${name}"`))!;
+    const paths = await accessPaths(suite.store, statement, table);
+    expect(paths, statement.sql).not.toHaveLength(0);
+    for (const path of paths) expect(path, statement.sql).toContain(expected[table]);
+  }
+}
+
 describeEachDialect('list queries keep their index whatever the statistics say', (suite) => {
   it('a viewer’s pages read the viewer’s own indexes after 60 000 newer rows of another tenant arrived unanalyzed; a service’s the newest-first ones', { timeout: 120_000 }, async () => {
     // The viewer calls for themselves, and someone else calls for the viewer (the owner-only branch).
@@ -87,6 +108,7 @@ describeEachDialect('list queries keep their index whatever the statistics say',
     await insertRows(suite, 'busy', TENANT, TENANT, NEWER_ROWS, 1_800_000_000_000);
     await expectListPlans(suite, VIEWER);
     await expectListPlans(suite, null);
+    await expectOwnerFilteredPlans(suite, VIEWER);
   });
 
   it('the same when the statistics were taken before the viewer had any rows (no sort of all of them)', { timeout: 120_000 }, async () => {
