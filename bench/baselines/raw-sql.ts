@@ -107,7 +107,8 @@ const fence = 'caller_did = ? and operation_id = ? and (version is not distinct 
 const byKey = 'select * from kubun_connector_operation where caller_did = ? and operation_id = ?';
 
 async function list(first: number) {
-  const rows = await db.query(`select * from kubun_connector_operation order by created_at desc, node_key desc limit ?`, [first + 1]);
+  // As the store reads every tenant's rows (ACROSS_TENANTS, src/store/page.ts): the condition that admits the partial newest-first index.
+  const rows = await db.query(`select * from kubun_connector_operation where node_key <> '' order by created_at desc, node_key desc limit ?`, [first + 1]);
   const page = rows.slice(0, first);
   const documents = [...new Set(page.map((r) => r.document_id).filter((d) => d !== null))];
   const watches = documents.length === 0 ? [] : await db.query(`select * from kubun_connector_projection_watch where document_id in (${documents.map(() => '?').join(', ')})`, documents);
