@@ -15,6 +15,8 @@ export default defineConfig({
   // The page's only inputs are its sources: no public/ folder, no env variables.
   publicDir: false,
   envPrefix: 'CONSOLE_BUILD_',
+  // The shared event stream's SharedWorker (src/stream-worker.ts) is an ES module, as the page is.
+  worker: { format: 'es' },
   build: {
     outDir: 'dist',
     emptyOutDir: true,

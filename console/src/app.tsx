@@ -2,13 +2,14 @@
  * The console: sign-in when there is no session, else the layout (navigation,
  * who you are) around the view the route names.
  */
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
 import { Provider, useQuery } from 'urql';
 import { ConsoleServerInfoDocument } from '../../client/generated/graphql';
 import { createConsoleClient } from './graphql';
 import { Link, navigate, useRoute } from './router';
 import { clearStoredSession, fetchDevelopmentToken, restoreSession, sessionFromToken, type Session, type Viewer } from './session';
 import { SignIn } from './sign-in';
+import type { LiveStatus, LiveStream } from './stream';
 import { DID, ErrorState, Loading } from './ui';
 import { OperationDetail } from './views/operation-detail';
 import { Operations } from './views/operations';
@@ -65,16 +66,34 @@ export function App() {
 }
 
 function SignedIn({ session, onSignOut }: { session: Session; onSignOut: (why: string | null) => void }) {
-  const { client, dispose } = useMemo(() => createConsoleClient(session, (why) => onSignOut(`The server refused the token: ${why}`)), [session]); // eslint-disable-line react-hooks/exhaustive-deps
+  const { client, stream, dispose } = useMemo(() => createConsoleClient(session, (why) => onSignOut(`The server refused the token: ${why}`)), [session]); // eslint-disable-line react-hooks/exhaustive-deps
   useEffect(() => dispose, [dispose]);
   return (
     <Provider value={client}>
-      <Layout session={session} onSignOut={() => onSignOut(null)} />
+      <Layout session={session} stream={stream} onSignOut={() => onSignOut(null)} />
     </Provider>
   );
 }
 
-function Layout({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+const STATUS_TEXT: Record<LiveStatus, [label: string, title: string]> = {
+  live: ['Live', 'Connected: changes show as they happen'],
+  reconnecting: ['Reconnecting…', 'The connection to the server broke; trying again'],
+  offline: ['Offline · retrying', 'The server does not answer; the page tries again every few seconds and re-reads when it is back'],
+};
+
+/** Whether the page is live, reconnecting or offline (stream.ts decides; no click needed to come back). */
+function LiveStatusBadge({ stream }: { stream: LiveStream }) {
+  const status = useSyncExternalStore(stream.onStatus, stream.status);
+  const [label, title] = STATUS_TEXT[status];
+  return (
+    <span className={`live-status live-status-${status}`} data-live-status={status} title={title} role="status">
+      <span className="live-dot" aria-hidden="true" />
+      {label}
+    </span>
+  );
+}
+
+function Layout({ session, stream, onSignOut }: { session: Session; stream: LiveStream; onSignOut: () => void }) {
   const route = useRoute();
   const [{ data, error }] = useQuery({ query: ConsoleServerInfoDocument, requestPolicy: 'cache-first' });
   const info = data?.serverInfo;
@@ -95,6 +114,7 @@ function Layout({ session, onSignOut }: { session: Session; onSignOut: () => voi
           ))}
         </nav>
         <div className="who">
+          <LiveStatusBadge stream={stream} />
           <span className="who-kind">{viewer.isService ? 'service' : 'user'}</span> <DID value={viewer.did} />
           <span className="muted who-source"> · {session.source}</span>
           {info !== undefined && (

@@ -1,54 +1,51 @@
 /**
  * The console's GraphQL client: urql over this server's /graphql for
- * queries and mutations, and graphql-sse in single-connection mode at
- * /graphql/stream for subscriptions (one HTTP connection however many
- * subscriptions a view holds). Every request carries the session's bearer
- * token; a 401 from either ends the session with the server's message.
+ * queries and mutations, and the tab's share of the console's one event
+ * stream (stream.ts, graphql-sse at /graphql/stream) for subscriptions.
+ * Every request carries the session's bearer token; a 401 from either ends
+ * the session with the server's message. When the page should re-read (the
+ * stream came back after a break, the server answers again after a query
+ * could not reach it, the page returns from the back/forward cache), every
+ * query on screen runs again from the network.
  */
-import { createClient as createSSEClient } from 'graphql-sse';
-import { cacheExchange, Client, fetchExchange, subscriptionExchange } from 'urql';
+import { Client, cacheExchange, fetchExchange, makeOperation, subscriptionExchange, type Exchange, type Operation } from 'urql';
+import { pipe, tap } from 'wonka';
+import { refusalMessage } from './stream-hub';
+import { openLiveStream, type LiveStream } from './stream';
 import type { Session } from './session';
 
 /** Called once when the server refuses the session's token, with its message. */
 export type OnUnauthorized = (message: string) => void;
 
-/** The server's message in a 401 answer's body (`{ errors: [{ message }] }`), or a plain one. */
-async function refusalMessage(response: Response): Promise<string> {
-  try {
-    const body = (await response.clone().json()) as { errors?: { message?: string }[] };
-    const message = body.errors?.[0]?.message;
-    if (typeof message === 'string' && message !== '') return message;
-  } catch {
-    // Not JSON.
-  }
-  return `the server refused the token (HTTP ${response.status})`;
+/** Keeps the queries on screen and runs them all again, from the network, each time `onResume` fires. */
+function rereadExchange(onResume: (reread: () => void) => void): Exchange {
+  return ({ client, forward }) =>
+    (operations$) => {
+      const active = new Map<number, Operation>();
+      onResume(() => {
+        for (const operation of active.values()) client.reexecuteOperation(makeOperation('query', operation, { ...operation.context, requestPolicy: 'network-only' }));
+      });
+      return forward(
+        pipe(
+          operations$,
+          tap((operation) => {
+            if (operation.kind === 'query') active.set(operation.key, operation);
+            else if (operation.kind === 'teardown') active.delete(operation.key);
+          }),
+        ),
+      );
+    };
 }
 
-/** The urql client of one session; `dispose` closes its event stream. */
-export function createConsoleClient(session: Session, onUnauthorized: OnUnauthorized): { client: Client; dispose(): void } {
+/** The urql client of one session and its live stream; `dispose` leaves the stream. */
+export function createConsoleClient(session: Session, onUnauthorized: OnUnauthorized): { client: Client; stream: LiveStream; dispose(): void } {
   let refused = false;
   const refuse = (message: string) => {
     if (refused) return;
     refused = true;
     onUnauthorized(message);
   };
-  const authorization = async () => ({ authorization: `Bearer ${await session.getToken()}` });
-
-  const sse = createSSEClient({
-    url: `${location.origin}/graphql/stream`,
-    singleConnection: true,
-    headers: authorization,
-    // A refused token is final; anything else (a restart, a dropped connection) is retried with backoff.
-    retry: async (retries) => {
-      await new Promise((resolve) => setTimeout(resolve, Math.min(10_000, 500 * 2 ** retries) * (0.5 + Math.random() / 2)));
-    },
-    retryAttempts: 8,
-    fetchFn: async (input: RequestInfo | URL, init?: RequestInit) => {
-      const response = await fetch(input, init);
-      if (response.status === 401) refuse(await refusalMessage(response));
-      return response;
-    },
-  });
+  const stream = openLiveStream(session, refuse);
 
   const client = new Client({
     url: '/graphql',
@@ -56,29 +53,33 @@ export function createConsoleClient(session: Session, onUnauthorized: OnUnauthor
     requestPolicy: 'cache-and-network',
     fetch: async (input, init) => {
       const headers = new Headers(init?.headers);
-      headers.set('authorization', (await authorization()).authorization);
-      const response = await fetch(input, { ...init, headers, credentials: 'omit' });
+      headers.set('authorization', `Bearer ${await session.getToken()}`);
+      let response: Response;
+      try {
+        response = await fetch(input, { ...init, headers, credentials: 'omit' });
+      } catch (error) {
+        // No answer at all (the server is down or restarting); an aborted request is not that.
+        if (!(error instanceof DOMException && error.name === 'AbortError')) stream.queryFailed();
+        throw error;
+      }
       if (response.status === 401) refuse(await refusalMessage(response));
       return response;
     },
     exchanges: [
+      rereadExchange((reread) => stream.onResume(reread)),
       cacheExchange,
       fetchExchange,
       subscriptionExchange({
         forwardSubscription: (request) => ({
           subscribe: (sink) => ({
-            unsubscribe: sse.subscribe(
+            unsubscribe: stream.subscribe(
               { query: request.query ?? '', variables: request.variables ?? {}, ...(request.operationName != null && { operationName: request.operationName }) },
-              {
-                next: (value) => sink.next(value as never),
-                complete: () => sink.complete(),
-                error: (error) => sink.error(error instanceof Error ? error : new Error(String(error))),
-              },
+              { next: (value) => sink.next(value as never), error: (error) => sink.error(error), complete: () => sink.complete() },
             ),
           }),
         }),
       }),
     ],
   });
-  return { client, dispose: () => sse.dispose() };
+  return { client, stream, dispose: () => stream.dispose() };
 }

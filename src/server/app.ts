@@ -128,6 +128,7 @@ export function createServerApp({
         store,
         changes,
         subscriptionsByTransport: () => subscriptions.byTransport(),
+        eventStreams: () => eventStreams.total(),
         pool: database.pgPool,
         logger: logger.child({ component: 'metrics' }),
       })

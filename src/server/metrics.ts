@@ -34,6 +34,8 @@ export interface MetricsOptions {
   changes: ChangeFeed;
   /** Open subscriptions per transport. */
   subscriptionsByTransport: () => ReadonlyMap<string, number>;
+  /** Reserved or open single-connection event streams at /graphql/stream (each carries any number of subscriptions). */
+  eventStreams?: () => number;
   /** The request pool (Postgres only). */
   pool: pg.Pool | undefined;
   logger: Logger;
@@ -245,7 +247,7 @@ function registerStoreGauges(registry: Registry, { store, cacheMs, logger }: Met
 }
 
 /** This replica's own state: change feed, open subscriptions, database pool. Read at scrape time, no I/O. */
-function registerProcessGauges(registry: Registry, { changes, subscriptionsByTransport, pool }: MetricsOptions): void {
+function registerProcessGauges(registry: Registry, { changes, subscriptionsByTransport, eventStreams, pool }: MetricsOptions): void {
   const feed: Gauge<string> = new Gauge({
     name: 'connector_store_change_feed_status',
     help: 'The change feed of this replica: 1 for its current status (connected, reconnecting, closed), 0 for the others.',
@@ -266,6 +268,14 @@ function registerProcessGauges(registry: Registry, { changes, subscriptionsByTra
       for (const transport of new Set(['sse', 'websocket', ...open.keys()])) subscriptions.set({ transport }, open.get(transport) ?? 0);
     },
   });
+  if (eventStreams !== undefined) {
+    const streams: Gauge<string> = new Gauge({
+      name: 'connector_store_event_streams_open',
+      help: 'Reserved or open single-connection event streams at /graphql/stream on this replica; each carries any number of subscriptions (the console shares one per browser and identity).',
+      registers: [registry],
+      collect: () => streams.set(eventStreams()),
+    });
+  }
   if (pool === undefined) return;
   const connections: Gauge<string> = new Gauge({
     name: 'connector_store_db_pool_connections',

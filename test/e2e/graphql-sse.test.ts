@@ -102,6 +102,7 @@ describe.each(dialects)('graphql-sse at /graphql/stream (%s)', (dialect) => {
 
   const as = (who: Who) => ({ authorization: `Bearer ${tokens[who]}` });
   const scrape = async () => (await (await fetch(`${server.origin}/metrics`)).text()).match(/^connector_store_subscriptions_open\{transport="sse"\} (\d+)$/m)?.[1];
+  const scrapeStreams = async () => (await (await fetch(`${server.origin}/metrics`)).text()).match(/^connector_store_event_streams_open (\d+)$/m)?.[1];
   /** Waits until the server holds `count` open subscriptions of transport `sse`. */
   const openSubscriptions = (count: number) => expect.poll(scrape, { timeout: 5_000 }).toBe(String(count));
 
@@ -120,6 +121,8 @@ describe.each(dialects)('graphql-sse at /graphql/stream (%s)', (dialect) => {
       const alice = subscribe(client(singleConnection, as('alice')));
       const mallory = subscribe(client(singleConnection, as('mallory')));
       await openSubscriptions(2);
+      // One single-connection stream per client (carrying its subscriptions); distinct mode reserves none.
+      expect(await scrapeStreams()).toBe(singleConnection ? '2' : '0');
       await claim(`op-gsse-${tag}-1`, 'alice');
       await alice.waitFor(1);
       expect(alice.results[0]).toEqual({ data: { operationsChanged: expect.objectContaining({ operationID: `op-gsse-${tag}-1`, state: 'ATTEMPTED' }) } });

@@ -1,0 +1,240 @@
+/**
+ * A tab's side of the shared event stream (stream-hub.ts): its
+ * subscriptions go to the hub in the console's SharedWorker, or to a hub in
+ * this tab where the browser has no SharedWorker (Chrome on Android), and
+ * come back as results.
+ *
+ * Why a SharedWorker rather than a leader tab relaying over
+ * BroadcastChannel: the stream's owner then lives exactly as long as any
+ * console tab does, so navigating or closing a tab never hands the stream
+ * over (a leader tab that navigates would drop every tab's subscriptions and
+ * another would re-elect and resubscribe, on every one of its page loads);
+ * and holding a Web Lock, as leader election does, keeps a page out of the
+ * back/forward cache.
+ *
+ * The back/forward cache: on `pagehide` the tab says `bye` and closes its
+ * port, so a page kept in the cache holds no subscription (the stream closes
+ * with the last one); on `pageshow` from the cache it connects again,
+ * resubscribes, and asks the page to re-read what it shows, since events
+ * went by while it slept.
+ *
+ * The page's live status combines the stream's (live / reconnecting /
+ * offline, from the hub) with its queries': a query that cannot reach the
+ * server marks the page offline until `/readyz` answers again (probed every
+ * second), then the page re-reads.
+ */
+import { createStreamHub, type FromTab, type LiveStatus, type StreamRequest, type ToTab } from './stream-hub';
+import type { Session } from './session';
+
+export type { LiveStatus, StreamRequest } from './stream-hub';
+
+/** Where a subscription's results go. */
+export interface StreamSink {
+  next(value: unknown): void;
+  error(error: Error): void;
+  complete(): void;
+}
+
+/** A tab's live connection to the server. */
+export interface LiveStream {
+  subscribe(request: StreamRequest, sink: StreamSink): () => void;
+  /** How the page is: live, reconnecting, or offline (still trying). */
+  status(): LiveStatus;
+  onStatus(listener: () => void): () => void;
+  /** Called when the page should re-read what it shows (after a reconnect, or back from the back/forward cache). */
+  onResume(listener: () => void): () => void;
+  /** A query could not reach the server (a network error, not an HTTP answer). */
+  queryFailed(): void;
+  dispose(): void;
+}
+
+/** How often an offline page asks `/readyz` whether the server is back. */
+const PROBE_EVERY_MS = 1_000;
+/** Resumes within this long of each other make one re-read. */
+const RESUME_SETTLE_MS = 150;
+
+let localHub: ReturnType<typeof createStreamHub> | undefined;
+
+/** A port to the hub: the SharedWorker's, or one of a hub in this tab. */
+function hubPort(): MessagePort {
+  if (typeof SharedWorker !== 'undefined') {
+    try {
+      const worker = new SharedWorker(new URL('./stream-worker.ts', import.meta.url), { type: 'module', name: 'connector-store-console-stream' });
+      return worker.port;
+    } catch {
+      // Refused (a sandboxed page, a policy): hold the stream in this tab.
+    }
+  }
+  localHub ??= createStreamHub(location.origin);
+  const channel = new MessageChannel();
+  localHub.connect(channel.port1);
+  return channel.port2;
+}
+
+/** Opens this tab's connection; `onUnauthorized` hears once when the server refuses the session's token. */
+export function openLiveStream(session: Session, onUnauthorized: (message: string) => void): LiveStream {
+  const subscriptions = new Map<string, { request: StreamRequest; sink: StreamSink }>();
+  const statusListeners = new Set<() => void>();
+  const resumeListeners = new Set<() => void>();
+  let nextID = 0;
+  let port: MessagePort | null = null;
+  let streamStatus: LiveStatus = 'live';
+  let queriesOffline = false;
+  let probe: ReturnType<typeof setTimeout> | null = null;
+  let resumeTimer: ReturnType<typeof setTimeout> | null = null;
+  let refused = false;
+  let disposed = false;
+  /** Messages waiting for the hello (the token is fetched first). */
+  let queue: FromTab[] | null = null;
+
+  const current = (): LiveStatus => (streamStatus !== 'live' ? streamStatus : queriesOffline ? 'offline' : 'live');
+  let shown = current();
+  const changed = () => {
+    const next = current();
+    if (next === shown) return;
+    shown = next;
+    for (const listener of statusListeners) listener();
+  };
+  const resume = () => {
+    if (resumeTimer !== null) return;
+    resumeTimer = setTimeout(() => {
+      resumeTimer = null;
+      for (const listener of resumeListeners) listener();
+    }, RESUME_SETTLE_MS);
+  };
+  const post = (message: FromTab) => {
+    if (port === null) return;
+    if (queue !== null) queue.push(message);
+    else port.postMessage(message);
+  };
+
+  const attach = () => {
+    const opened = hubPort();
+    port = opened;
+    queue = [];
+    opened.onmessage = (event: MessageEvent<ToTab>) => {
+      const message = event.data;
+      switch (message.t) {
+        case 'next':
+          subscriptions.get(message.id)?.sink.next(message.value);
+          return;
+        case 'error': {
+          const entry = subscriptions.get(message.id);
+          subscriptions.delete(message.id);
+          entry?.sink.error(new Error(message.message));
+          return;
+        }
+        case 'complete': {
+          const entry = subscriptions.get(message.id);
+          subscriptions.delete(message.id);
+          entry?.sink.complete();
+          return;
+        }
+        case 'status':
+          streamStatus = message.status;
+          changed();
+          return;
+        case 'resumed':
+          resume();
+          return;
+        case 'token?':
+          void session.getToken().then((token) => opened.postMessage({ t: 'token', request: message.request, token } satisfies FromTab));
+          return;
+        case 'unauthorized':
+          if (!refused) {
+            refused = true;
+            onUnauthorized(message.message);
+          }
+          return;
+        case 'ping':
+          opened.postMessage({ t: 'pong' } satisfies FromTab);
+          return;
+      }
+    };
+    opened.start();
+    void session.getToken().then((token) => {
+      if (port !== opened) return;
+      opened.postMessage({ t: 'hello', identity: session.did ?? `token:${token}`, token } satisfies FromTab);
+      const waiting = queue ?? [];
+      queue = null;
+      for (const message of waiting) opened.postMessage(message);
+    });
+    for (const [id, { request }] of subscriptions) post({ t: 'subscribe', id, request });
+  };
+
+  const detach = () => {
+    if (port === null) return;
+    try {
+      port.postMessage({ t: 'bye' } satisfies FromTab);
+      port.close();
+    } catch {
+      // Already closed.
+    }
+    port = null;
+    queue = null;
+  };
+
+  const onPageHide = () => detach();
+  const onPageShow = (event: PageTransitionEvent) => {
+    if (!event.persisted || disposed) return;
+    attach();
+    resume();
+  };
+  addEventListener('pagehide', onPageHide);
+  addEventListener('pageshow', onPageShow);
+  attach();
+
+  const probeServer = () => {
+    probe = setTimeout(async () => {
+      try {
+        const response = await fetch('/readyz', { cache: 'no-store', credentials: 'omit' });
+        if (response.ok) {
+          probe = null;
+          queriesOffline = false;
+          changed();
+          resume();
+          return;
+        }
+      } catch {
+        // Still down.
+      }
+      if (!disposed) probeServer();
+    }, PROBE_EVERY_MS);
+  };
+
+  return {
+    subscribe(request, sink) {
+      const id = String(++nextID);
+      subscriptions.set(id, { request, sink });
+      post({ t: 'subscribe', id, request });
+      return () => {
+        if (!subscriptions.delete(id)) return;
+        post({ t: 'unsubscribe', id });
+      };
+    },
+    status: () => shown,
+    onStatus(listener) {
+      statusListeners.add(listener);
+      return () => statusListeners.delete(listener);
+    },
+    onResume(listener) {
+      resumeListeners.add(listener);
+      return () => resumeListeners.delete(listener);
+    },
+    queryFailed() {
+      if (queriesOffline || disposed) return;
+      queriesOffline = true;
+      changed();
+      probeServer();
+    },
+    dispose() {
+      disposed = true;
+      removeEventListener('pagehide', onPageHide);
+      removeEventListener('pageshow', onPageShow);
+      if (probe !== null) clearTimeout(probe);
+      if (resumeTimer !== null) clearTimeout(resumeTimer);
+      subscriptions.clear();
+      detach();
+    },
+  };
+}
