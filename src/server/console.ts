@@ -80,7 +80,7 @@ export function useConsole({ build, developmentCredentials, logger }: ConsoleOpt
         return;
       }
       file ??= build.files.get('index.html')!;
-      endResponse(serve(file, request, fetchAPI.Response));
+      endResponse(serveFile(file, request, fetchAPI.Response));
     },
   };
 
@@ -105,7 +105,11 @@ export function useConsole({ build, developmentCredentials, logger }: ConsoleOpt
   }
 }
 
-function serve(file: ConsoleFile, request: Request, ResponseClass: typeof Response): Response {
+/** A file served from memory: what {@link serveFile} needs. */
+export type ServedFile = Omit<ConsoleFile, 'path'>;
+
+/** Answers `file` (gzipped when accepted and smaller; cacheable for ever when `immutable`, else `no-store`). */
+export function serveFile(file: ServedFile, request: Request, ResponseClass: typeof Response): Response {
   const gzip = file.gzip !== undefined && /\bgzip\b/.test(request.headers.get('accept-encoding') ?? '');
   const body = gzip ? file.gzip! : file.body;
   const headers: Record<string, string> = {

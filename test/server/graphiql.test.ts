@@ -25,7 +25,7 @@ const peer = (address: string) => ({ req: { socket: { remoteAddress: address } }
 
 /** The options object the page hands to GraphiQL (the one JSON argument of `renderYogaGraphiQL`). */
 function pageOptions(html: string): Record<string, unknown> {
-  const match = /renderYogaGraphiQL\(\s*window\.document\.querySelector\('#root'\),\s*(\{.*\}),\s*\);/s.exec(html);
+  const match = /renderYogaGraphiQL\(\s*(?:window\.)?document\.querySelector\('#root'\),\s*(\{.*\}),?\s*\);/s.exec(html);
   if (match === null) throw new Error('no renderYogaGraphiQL call in the page');
   return JSON.parse(match[1]!) as Record<string, unknown>;
 }
@@ -58,6 +58,50 @@ describe('GraphiQL page', () => {
     expect(response.status).toBe(200);
     return { response, html: await response.text() };
   };
+
+  it('is a small page linking content-hashed, gzipped, immutable assets (issue 22 item 8); unknown assets are 404, writes 405', async () => {
+    const app = makeApp({ NODE_ENV: 'development' });
+    const { response, html } = await openPage(app, peer('127.0.0.1'));
+    expect(response.headers.get('cache-control')).toBe('no-store');
+    // The page was 9.06 MB (everything inline); now it only links the parts.
+    expect(Buffer.byteLength(html)).toBeLessThan(100_000);
+    const links = [...html.matchAll(/(?:src|href)="(\/graphiql-assets\/[^"]+)"/g)].map((m) => m[1]!);
+    const workers = Object.values(JSON.parse(/const workers = (\{[^}]*\});/.exec(html)![1]!) as Record<string, string>);
+    const assets = [...links, ...workers];
+    expect(assets).toHaveLength(6); // favicon, stylesheet, script, three editor workers
+    let gzipped = 0;
+    let plain = 0;
+    for (const path of assets) {
+      expect(path).toMatch(/^\/graphiql-assets\/[a-z.]+-[0-9a-f]{16}\.(js|css|ico)$/);
+      const asset = await app.yoga.fetch(`http://127.0.0.1${path}`, { headers: { 'accept-encoding': 'gzip, br' } });
+      expect(asset.status, path).toBe(200);
+      expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      const body = Buffer.from(await asset.arrayBuffer());
+      if (!path.endsWith('.ico')) {
+        expect(asset.headers.get('content-encoding'), path).toBe('gzip');
+        expect(asset.headers.get('content-type')).toMatch(path.endsWith('.css') ? /^text\/css/ : /^text\/javascript/);
+        // What came over the wire is the gzip of what the name's hash covers.
+        const { gunzipSync } = await import('node:zlib');
+        const { createHash } = await import('node:crypto');
+        const content = gunzipSync(body);
+        expect(path).toContain(createHash('sha256').update(content).digest('hex').slice(0, 16));
+        plain += content.length;
+      }
+      gzipped += body.length;
+    }
+    // 9 MB of script and style go over the wire as under 2.5 MB, once: then the browser's cache serves them.
+    expect(plain).toBeGreaterThan(8_000_000);
+    expect(gzipped).toBeLessThan(2_500_000);
+    // Without gzip in Accept-Encoding the same bytes come plain.
+    const plainScript = await app.yoga.fetch(`http://127.0.0.1${links.find((l) => l.endsWith('.js'))!}`);
+    expect(plainScript.headers.get('content-encoding')).toBeNull();
+    expect((await plainScript.arrayBuffer()).byteLength).toBeGreaterThan(5_000_000);
+
+    expect((await app.yoga.fetch('http://127.0.0.1/graphiql-assets/graphiql-0000000000000000.js')).status).toBe(404);
+    expect((await app.yoga.fetch(`http://127.0.0.1${links[0]}`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(405);
+    // Off with GraphiQL: no assets either.
+    expect((await makeApp({ NODE_ENV: 'production' }).yoga.fetch(`http://127.0.0.1${links[0]}`)).status).toBe(404);
+  });
 
   it('in development, from loopback: the example query and a fresh token of the local key, which runs it; never logged, never cached', async () => {
     const logs = captureLogs('debug');
