@@ -45,6 +45,8 @@ export interface DemoOutcome {
   kind: OperationOutcomeKind;
   lastHTTPStatus?: number;
   retryAfterMs?: number;
+  /** What the provider (or the network) said, as a worker would record it. */
+  message?: string;
 }
 
 /** One step of the demo. */
@@ -131,7 +133,12 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     write: { ...OWNER_CONTACTS, sourceID: 'people/c4481' },
     startedMinutesAgo: 40,
     sent: true,
-    outcome: { kind: 'retryable', lastHTTPStatus: 503, retryAfterMs: 60 * MINUTE },
+    outcome: {
+      kind: 'retryable',
+      lastHTTPStatus: 503,
+      retryAfterMs: 60 * MINUTE,
+      message: 'People API: 503 Service Unavailable, "The service is currently unavailable." (Retry-After: 3600)',
+    },
   },
   {
     kind: 'attempt-ended',
@@ -141,7 +148,7 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     startedMinutesAgo: 25,
     // The connection dropped after the request went out: did it land?
     sent: true,
-    outcome: { kind: 'unknown' },
+    outcome: { kind: 'unknown', message: 'PATCH /repos/octo-org/website/issues/77: socket hang up after the request was written (ECONNRESET); the label may or may not be applied' },
   },
   {
     kind: 'attempt-ended',
@@ -150,7 +157,7 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     write: OWNER_CALENDAR,
     startedMinutesAgo: 180,
     sent: true,
-    outcome: { kind: 'fatal', lastHTTPStatus: 400 },
+    outcome: { kind: 'fatal', lastHTTPStatus: 400, message: 'Calendar API: 400 Bad Request, "Invalid recurrence rule: RRULE:FREQ=WEEKLY;BYDAY=XY"' },
   },
   {
     kind: 'attempt-ended',
@@ -159,7 +166,7 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     write: { owner: 'owner', connectorName: 'github', model: 'github.issue_comment', accountKey: 'octo-org', op: 'create', target: 'octo-org/website#398' },
     startedMinutesAgo: 10,
     sent: false,
-    outcome: { kind: 'offline' },
+    outcome: { kind: 'offline', message: 'getaddrinfo EAI_AGAIN api.github.com: the device has no network' },
   },
   {
     kind: 'attempt-ended',
@@ -169,7 +176,7 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     startedMinutesAgo: 5,
     // The token refresh failed before the request went out: it waits for the owner to authorize again.
     sent: false,
-    outcome: { kind: 'auth', lastHTTPStatus: 401 },
+    outcome: { kind: 'auth', lastHTTPStatus: 401, message: 'oauth2.googleapis.com: 400 invalid_grant, "Token has been expired or revoked." The owner must authorize again' },
   },
   // The neighbour's operations: invisible to the owner.
   {
@@ -188,7 +195,7 @@ export const DEMO_ITEMS: readonly DemoItem[] = [
     write: { owner: 'neighbour', connectorName: 'github', model: 'github.issue', accountKey: 'neighbour', op: 'create', target: 'neighbour/dotfiles' },
     startedMinutesAgo: 70,
     sent: true,
-    outcome: { kind: 'fatal', lastHTTPStatus: 422 },
+    outcome: { kind: 'fatal', lastHTTPStatus: 422, message: 'POST /repos/neighbour/dotfiles/issues: 422 Unprocessable Entity, "Validation Failed: title is too long (maximum is 256 characters)"' },
   },
 
   // Watches in every status. The planning event's watch stays as finalize armed it: pending verification.

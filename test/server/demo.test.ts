@@ -21,7 +21,7 @@ const TABLES: (keyof Database)[] = [
 
 const DASHBOARD = `{
   operationCounts { state count }
-  operations(first: 50) { totalCount edges { node { operationID callerDID ownerDID state deferReason leaseExpiresAt sendMarkerSet } } }
+  operations(first: 50) { totalCount edges { node { operationID callerDID ownerDID state deferReason leaseExpiresAt sendMarkerSet lastKind lastError } } }
   watches(first: 50) { totalCount edges { node { verificationStatus claimedUntil deferReason } } }
   syncStates(first: 50) { totalCount edges { node { connectorName status } } }
   document(documentID: "demo-doc-event-planning") { hasConnectorWork entityTrim { connectorName } watch { verificationStatus } }
@@ -46,6 +46,10 @@ describeGraphQL('demo data', (suite) => {
     const now = suite.clock.now();
     const live = ops.filter((op: any) => op.state === 'ATTEMPTED' && op.leaseExpiresAt !== null && Date.parse(op.leaseExpiresAt) > now);
     expect(live).toHaveLength(1);
+    // Every attempt that ended badly says why in words, as a provider would (issue 22 item 9).
+    const failed = ops.filter((op: any) => op.lastKind !== null);
+    expect(failed.length).toBeGreaterThanOrEqual(5);
+    for (const op of failed) expect(op.lastError, op.operationID).toMatch(/\w{4,}.*\w{4,}/);
     // Some are called by a worker on the owner's behalf: visible to the owner all the same.
     expect(ops.some((op: any) => op.callerDID === DEMO_WORKER_DID)).toBe(true);
 
