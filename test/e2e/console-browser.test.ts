@@ -194,8 +194,23 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.goto(`${origin}/console/operations/${encodeURIComponent(dead.id)}`, { waitUntil: 'load' });
       await page.waitForSelector('[data-testid=attempt-history]');
       expect(await page.$eval('.detail-head .badge', (el) => el.textContent)).toBe('dead');
+      // At the top: what is happening now, the latest attempt and the provider's words (issue 22 item 5).
+      const top = await page.$eval('[data-testid=operation-now]', (el) => el.textContent ?? '');
+      expect(top).toMatch(/Given up after \d+ attempts?/);
+      expect(await page.$eval('[data-testid=latest-attempt]', (el) => el.textContent ?? '')).toMatch(/Latest attempt \(#\d+\): started .*ended after [\d.]+ (s|min)/);
+      expect(await page.$eval('[data-testid=operation-now] .last-error pre', (el) => el.textContent ?? '')).toMatch(/\d{3} [A-Z]/);
+      // The history is a timeline: each attempt's steps with how long they took.
+      expect(await page.$$eval('[data-testid=attempt-history] .tl-attempt .tl-steps', (steps) => steps.map((s) => s.textContent ?? ''))).toContainEqual(expect.stringMatching(/started.*ended \+/));
       await shot(page, 'operation-detail');
+      // Retry asks first, and "keep it dead" changes nothing (issue 22 item 9).
       await page.click('[data-testid=retry]');
+      await page.waitForSelector('[data-testid=retry-confirm]');
+      expect(await page.$eval('.confirm', (el) => el.textContent ?? '')).toContain(dead.operationID);
+      await page.click('.confirm button.link');
+      await page.waitForSelector('[data-testid=retry]');
+      expect((await api<{ node: { state: string } }>('query($id: ID!) { node(id: $id) { ... on ConnectorOperation { state } } }', { id: dead.id })).node.state).toBe('DEAD');
+      await page.click('[data-testid=retry]');
+      await page.click('[data-testid=retry-confirm]');
       await page.waitForFunction(() => document.querySelector('[data-testid=action-outcome]')?.textContent?.startsWith('Retried'), { timeout: 5_000 });
       const now = await api<{ node: { state: string; sendMarkerSet: boolean } }>('query($id: ID!) { node(id: $id) { ... on ConnectorOperation { state sendMarkerSet } } }', { id: dead.id });
       // Live again; this demo operation's request may have reached the provider, so it reconciles first (never a blind resend).
@@ -285,7 +300,11 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.waitForSelector('[data-testid=operations-table] tbody tr[data-operation-id]');
       // Nothing wider than the screen but the table's own scroller.
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      // On a short screen the filter panel starts folded (it took 40 % of an 800 px screen); it opens on demand.
+      expect(await page.$eval('[data-testid=filter-panel]', (el) => (el as HTMLDetailsElement).open)).toBe(false);
       await shot(page, 'phone-operations');
+      await page.click('[data-testid=filter-panel] > summary');
+      expect(await page.$eval('[data-testid=filter-panel]', (el) => (el as HTMLDetailsElement).open)).toBe(true);
       await page.goto(`${origin}/console/`, { waitUntil: 'load' });
       await page.waitForSelector('[data-testid=counts-by-state] .card');
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);

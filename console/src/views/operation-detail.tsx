@@ -7,7 +7,7 @@
  * this page shows (a CAS); a typed refusal is said in words. Live: each
  * committed change of the operation re-reads the page.
  */
-import { useState, type FormEvent } from 'react';
+import { useState, type FormEvent, type ReactNode } from 'react';
 import { useMutation, useQuery, useSubscription } from 'urql';
 import {
   CancelOperationDocument,
@@ -17,6 +17,7 @@ import {
   RequeueOperationDocument,
   RetryOperationDocument,
   type ConnectorOperationFieldsFragment,
+  type OperationAttemptFieldsFragment,
 } from '../../../client/generated/graphql';
 import { useThrottle } from '../live';
 import { Link } from '../router';
@@ -60,14 +61,9 @@ export function OperationDetail({ id, viewer }: { id: string; viewer: Viewer }) 
       </header>
       {error !== undefined && <ErrorState error={error} />}
 
-      <Actions op={op} mayAct={mayAct} onDone={() => refetch({ requestPolicy: 'network-only' })} />
+      <Now op={op} latest={history.edges.find(({ node }) => node.kind === 'ATTEMPT')?.node} />
 
-      {op.lastError !== null && (
-        <div className="last-error" role="note">
-          <strong>Last error</strong>
-          <pre>{op.lastError}</pre>
-        </div>
-      )}
+      <Actions op={op} mayAct={mayAct} onDone={() => refetch({ requestPolicy: 'network-only' })} />
 
       <div className="panels">
         <section className="panel" aria-labelledby="op-fields">
@@ -76,7 +72,7 @@ export function OperationDetail({ id, viewer }: { id: string; viewer: Viewer }) 
             rows={[
               ['State', <Badge value={op.state} />],
               ['Attempts', op.attempts],
-              ['Next attempt', <Time value={op.nextAttemptAt} />],
+              ['Next attempt', leased(op) ? <span>when the lease ends (<Time value={op.leaseExpiresAt} />)</span> : <Time value={op.nextAttemptAt} />],
               ['Deferred for', <Badge value={op.deferReason} />],
               ['Lease expires', <Time value={op.leaseExpiresAt} empty="no lease" />],
               ['A request may have been sent', op.sendMarkerSet ? 'yes (a retry reconciles first)' : 'no'],
@@ -127,64 +123,147 @@ export function OperationDetail({ id, viewer }: { id: string; viewer: Viewer }) 
 
       <section className="panel panel-wide" aria-labelledby="op-history">
         <h3 id="op-history">
-          History <span className="muted">({history.totalCount}, newest first)</span>
+          History <span className="muted">({history.totalCount}, newest first: attempts, and what operators did)</span>
         </h3>
         {history.edges.length === 0 ? (
           <Empty>No attempt yet.</Empty>
         ) : (
-          <div className="table-wrap">
-            <table data-testid="attempt-history">
-              <thead>
-                <tr>
-                  <th className="num">#</th>
-                  <th>What</th>
-                  <th>Started</th>
-                  <th className="wide-only">Sent</th>
-                  <th>Ended</th>
-                  <th>Outcome</th>
-                  <th>Message</th>
-                </tr>
-              </thead>
-              <tbody>
-                {history.edges.map(({ node: attempt }) => (
-                  <tr key={attempt.seq}>
-                    <td className="num">{attempt.attempt}</td>
-                    <td>
-                      {attempt.kind === 'ATTEMPT' ? 'attempt' : <Badge value={attempt.kind} />}
-                      {attempt.actorDID !== null && (
-                        <div className="sub">
-                          by <DID value={attempt.actorDID} />
-                        </div>
-                      )}
-                    </td>
-                    <td>
-                      <Time value={attempt.startedAt} />
-                    </td>
-                    <td className="wide-only">
-                      <Time value={attempt.sentAt} empty="not sent" />
-                    </td>
-                    <td>
-                      <Time value={attempt.endedAt} empty="open" />
-                    </td>
-                    <td>
-                      {attempt.committed ? <Badge value="COMMITTED" /> : <Badge value={attempt.outcome} />}
-                      {attempt.httpStatus !== null && <span className="muted"> HTTP {attempt.httpStatus}</span>}
-                      {attempt.retryAfterMs !== null && <div className="sub muted">retry after {Math.round(attempt.retryAfterMs / 1000)} s</div>}
-                      {attempt.deferReason !== null && (
-                        <div className="sub">
-                          deferred: <Badge value={attempt.deferReason} />
-                        </div>
-                      )}
-                    </td>
-                    <td className="message">{attempt.message ?? <span className="muted">—</span>}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <ol className="timeline" data-testid="attempt-history">
+            {history.edges.map(({ node: entry }) => (
+              <TimelineEntry key={entry.seq} entry={entry} />
+            ))}
+          </ol>
         )}
       </section>
     </div>
+  );
+}
+
+type Attempt = OperationAttemptFieldsFragment;
+
+/** Whether a worker holds the operation's lease now. */
+function leased(op: ConnectorOperationFieldsFragment): boolean {
+  return op.leaseExpiresAt !== null && Date.parse(op.leaseExpiresAt) > Date.now();
+}
+
+/** A span of time in words: "0.4 s", "12 s", "3 min 5 s", "2 h 10 min". */
+export function duration(fromISO: string, toISO: string): string {
+  const ms = Math.max(0, Date.parse(toISO) - Date.parse(fromISO));
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return seconds % 60 === 0 ? `${minutes} min` : `${minutes} min ${seconds % 60} s`;
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
+}
+
+/** What is happening to the operation now, its latest attempt and its last error: the top of the page. */
+function Now({ op, latest }: { op: ConnectorOperationFieldsFragment; latest: Attempt | undefined }) {
+  let now: ReactNode;
+  if (leased(op)) {
+    now = (
+      <>
+        Leased to its caller <DID value={op.callerDID} /> until <Time value={op.leaseExpiresAt} />: a worker is on it.
+      </>
+    );
+  } else if (op.state === 'COMMITTED') {
+    now = (
+      <>
+        Landed <Time value={op.updatedAt} />.
+      </>
+    );
+  } else if (op.state === 'DEAD') {
+    now = <>Given up after {op.attempts} {op.attempts === 1 ? 'attempt' : 'attempts'}: nothing will retry it unless someone does.</>;
+  } else if (op.deferReason !== null) {
+    now = (
+      <>
+        Waiting: <Badge value={op.deferReason} /> (not spending attempts); then due <Time value={op.nextAttemptAt} />.
+      </>
+    );
+  } else {
+    now = (
+      <>
+        {op.leaseExpiresAt !== null && (
+          <>
+            Its lease lapsed <Time value={op.leaseExpiresAt} />.{' '}
+          </>
+        )}
+        Due <Time value={op.nextAttemptAt} />
+        {op.sendMarkerSet ? ': a request may have reached the provider, so the next worker reconciles first.' : '.'}
+      </>
+    );
+  }
+  return (
+    <section className="now" aria-label="Now" data-testid="operation-now">
+      <p className="now-line">{now}</p>
+      {latest !== undefined && (
+        <p className="now-line" data-testid="latest-attempt">
+          <strong>Latest attempt</strong> (#{latest.attempt}): started <Time value={latest.startedAt} />
+          {latest.sentAt !== null ? <>, request sent after {duration(latest.startedAt, latest.sentAt)}</> : ', no request sent'}
+          {latest.endedAt !== null ? <>, ended after {duration(latest.startedAt, latest.endedAt)}</> : ', still open'}
+          {(latest.committed || latest.outcome !== null) && (
+            <>
+              {' '}
+              → {latest.committed ? <Badge value="COMMITTED" /> : <Badge value={latest.outcome} />}
+              {latest.httpStatus !== null && <span className="muted"> HTTP {latest.httpStatus}</span>}
+            </>
+          )}
+        </p>
+      )}
+      {op.lastError !== null && (
+        <div className="last-error" role="note">
+          <strong>Last error</strong>
+          <pre>{op.lastError}</pre>
+        </div>
+      )}
+    </section>
+  );
+}
+
+/** One entry of the history: an attempt (started → sent → ended, with how long each step took and how it ended) or an operator's action. */
+function TimelineEntry({ entry }: { entry: Attempt }) {
+  if (entry.kind !== 'ATTEMPT') {
+    return (
+      <li className="tl tl-action">
+        <div className="tl-head">
+          <Badge value={entry.kind} /> by <DID value={entry.actorDID} /> <Time value={entry.startedAt} />
+        </div>
+        {entry.message !== null && <p className="tl-message">{entry.message}</p>}
+      </li>
+    );
+  }
+  return (
+    <li className={`tl tl-attempt${entry.committed ? ' tl-ok' : entry.outcome !== null ? ' tl-bad' : ''}`}>
+      <div className="tl-head">
+        <strong>Attempt {entry.attempt}</strong> {entry.committed ? <Badge value="COMMITTED" /> : entry.outcome !== null ? <Badge value={entry.outcome} /> : entry.endedAt === null ? <span className="muted">open</span> : null}
+        {entry.httpStatus !== null && <span className="muted"> HTTP {entry.httpStatus}</span>}
+        {entry.actorDID !== null && (
+          <span className="muted">
+            {' '}
+            by <DID value={entry.actorDID} />
+          </span>
+        )}
+      </div>
+      <ol className="tl-steps">
+        <li>
+          started <Time value={entry.startedAt} />
+        </li>
+        <li>{entry.sentAt !== null ? <>request sent +{duration(entry.startedAt, entry.sentAt)}</> : <span className="muted">no request sent</span>}</li>
+        <li>{entry.endedAt !== null ? <>ended +{duration(entry.startedAt, entry.endedAt)}</> : <span className="muted">not ended</span>}</li>
+      </ol>
+      {(entry.retryAfterMs !== null || entry.deferReason !== null) && (
+        <p className="tl-sub">
+          {entry.retryAfterMs !== null && <>provider asked to retry after {duration('1970-01-01T00:00:00Z', new Date(entry.retryAfterMs).toISOString())}. </>}
+          {entry.deferReason !== null && (
+            <>
+              deferred: <Badge value={entry.deferReason} />
+            </>
+          )}
+        </p>
+      )}
+      {entry.message !== null && <pre className="tl-message">{entry.message}</pre>}
+    </li>
   );
 }
 
@@ -226,6 +305,7 @@ function Actions({ op, mayAct, onDone }: { op: ConnectorOperationFieldsFragment;
   const [requeue, runRequeue] = useMutation(RequeueOperationDocument);
   const [outcome, setOutcome] = useState<{ ok: boolean; words: string } | null>(null);
   const [cancelling, setCancelling] = useState(false);
+  const [confirmingRetry, setConfirmingRetry] = useState(false);
   const busy = retry.fetching || cancel.fetching || requeue.fetching;
   const live = LIVE.has(op.state);
 
@@ -254,15 +334,37 @@ function Actions({ op, mayAct, onDone }: { op: ConnectorOperationFieldsFragment;
 
   return (
     <section className="actions" aria-label="Operator actions">
-      {op.state === 'DEAD' && (
-        <button type="button" disabled={busy} data-testid="retry" onClick={async () => report(await runRetry({ input: { id: op.id, version: op.version } }), (state) =>
-                state === 'RECONCILE_ONLY'
-                  ? 'Retried: live again with a fresh attempt budget, due now. A request may have reached the provider, so the worker reconciles before anything is resent.'
-                  : 'Retried: live again with a fresh attempt budget, due now.',
-              )}>
-          Retry
-        </button>
-      )}
+      {op.state === 'DEAD' &&
+        (!confirmingRetry ? (
+          <button type="button" disabled={busy} data-testid="retry" onClick={() => setConfirmingRetry(true)}>
+            Retry…
+          </button>
+        ) : (
+          <div className="confirm" role="group" aria-label="Confirm the retry">
+            <span>
+              Retry <strong>{op.operationID}</strong>? It becomes live with a fresh budget of attempts and is due now
+              {op.sendMarkerSet ? '; a request may have reached the provider, so the worker reconciles before resending.' : '.'}
+            </span>
+            <button
+              type="button"
+              disabled={busy}
+              data-testid="retry-confirm"
+              onClick={async () => {
+                setConfirmingRetry(false);
+                report(await runRetry({ input: { id: op.id, version: op.version } }), (state) =>
+                  state === 'RECONCILE_ONLY'
+                    ? 'Retried: live again with a fresh attempt budget, due now. A request may have reached the provider, so the worker reconciles before anything is resent.'
+                    : 'Retried: live again with a fresh attempt budget, due now.',
+                );
+              }}
+            >
+              Retry now
+            </button>
+            <button type="button" className="link" onClick={() => setConfirmingRetry(false)}>
+              Keep it dead
+            </button>
+          </div>
+        ))}
       {live && (
         <>
           <button type="button" className="secondary" disabled={busy} onClick={async () => report(await runRequeue({ input: { id: op.id, version: op.version } }), 'Requeued: due now, deferral cleared.')}>

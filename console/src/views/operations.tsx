@@ -137,6 +137,9 @@ export function Operations({ route }: { route: Route }) {
   // The text and time filters fold away on a phone unless one is set.
   const moreSet = [...TEXT_FILTERS, ...TIME_FILTERS, ['stuck']].filter(([name]) => params.get(name!)).length;
   const moreOpen = moreSet > 0 || window.matchMedia('(min-width: 761px)').matches;
+  // The whole panel folds by default on a short screen (under 900 px tall), where it took 40 % of the height; its summary says how many filters are set.
+  const chipsSet = ['state', 'lastKind', 'deferReason'].reduce((sum, name) => sum + params.getAll(name).length, 0);
+  const panelOpen = window.matchMedia('(min-height: 900px)').matches;
   const rows = data?.operations.edges.map((edge) => changed.get(edge.node.id) ?? edge.node) ?? [];
   const info = data?.operations.pageInfo;
   const hasNewer = before !== null ? info?.hasPreviousPage === true : after !== null;
@@ -144,6 +147,8 @@ export function Operations({ route }: { route: Route }) {
 
   return (
     <div className="operations">
+      <details className="filter-panel" open={panelOpen} data-testid="filter-panel">
+        <summary>Filters{chipsSet + moreSet > 0 ? ` (${chipsSet + moreSet} set)` : ''}</summary>
       <form className="filters" onSubmit={applyForm} key={params.toString()} aria-label="Filters">
         <fieldset className="chips">
           <legend>State</legend>
@@ -206,6 +211,7 @@ export function Operations({ route }: { route: Route }) {
           )}
         </div>
       </form>
+      </details>
 
       <div className="table-head">
         <h2>
