@@ -3,7 +3,7 @@
  * (seconds, not through the API), 10 000 and then 1 000 000 operations (and a
  * fifth as many watches and sync states), captures the SQL the store issues
  * for each listing (service and ordinary viewer; page 1 and a page deep down
- * the order), for `totalCount`, and for a key lookup and a fenced write, runs
+ * the order), for the console's search (issue 22), for `totalCount`, and for a key lookup and a fenced write, runs
  * `EXPLAIN (ANALYZE, BUFFERS)` on each and prints the execution time, whether
  * the plan has a sequential scan on a store table, and the ratios the issue
  * sets goals for (median of five runs): deep page ÷ page 1, 1 M ÷ 10 k, and count ÷ page. Key
@@ -196,6 +196,13 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
   }
   // /metrics' store gauges: one statement, bounded whatever the table sizes.
   plans.set('metrics store gauges (one statement)', await db.explain((s) => readStoreGauges(s)));
+  // The console's search (issue 22 item 3): one text as an idempotency key (any caller's), a document, an owner.
+  const searched = `op-${Math.floor(rows / 2) + 7}`; // called by zOwner7, the ordinary user
+  for (const [label, visibleTo] of [['service', null], ['ordinary user', ORDINARY]] as const) {
+    plans.set(`search, ${label}, operation ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { operationID: searched } })));
+    plans.set(`search, ${label}, document ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { documentID: 'doc-search' } })));
+  }
+  plans.set('search, service, owner DID', await db.explain((s) => listOperations(s, { visibleTo: null, first: 25, filter: { ownerDID: ORDINARY } })));
 
   // Behind the statistics (issue 21 item 4): a busy tenant's 60 000 newer rows arrive after the last
   // ANALYZE. A user's page 1 must not walk past them (it read the newest-first index of every row).
@@ -249,6 +256,9 @@ export async function runPlansBench(): Promise<void> {
       console.log(`| operations, ${who}: deep page ÷ page 1 | ${(large.plans.get(`operations, ${who}, deep page`)!.ms / page).toFixed(2)} |`);
       console.log(`| operations, ${who}: totalCount ÷ page 1 | ${(large.plans.get(`operations, ${who}, totalCount`)!.ms / page).toFixed(2)} |`);
     }
+    const searches = [...large.plans].filter(([name]) => name.startsWith('search, '));
+    const slowest = Math.max(...searches.map(([, plan]) => plan.ms));
+    console.log(`| search (operation ID, document ID, owner DID; service and ordinary user): slowest ms (goal < 1 000) | ${slowest.toFixed(3)} |`);
     const stalePage = large.plans.get(`operations, ordinary user, page 1, ${STALE_LABEL}`)!.ms;
     console.log(`| operations, ordinary user, ${STALE_LABEL}: page 1 ÷ deep page (goal ≤ 1.2) | ${(stalePage / large.plans.get(`operations, ordinary user, deep page, ${STALE_LABEL}`)!.ms).toFixed(2)} |`);
   } finally {

@@ -14,6 +14,7 @@ import { operationFailureIndexesMigration } from './0006-operation-failure-index
 import { syncStateProgressedAtMigration } from './0007-sync-state-progressed-at.js';
 import { operationOwnerForeignIndexMigration } from './0008-operation-owner-foreign-index.js';
 import { everyRowIndexesFencedMigration } from './0009-every-row-indexes-fenced.js';
+import { operationIDIndexMigration } from './0010-operation-id-index.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -29,5 +30,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0007-sync-state-progressed-at': syncStateProgressedAtMigration(types),
     '0008-operation-owner-foreign-index': operationOwnerForeignIndexMigration(types),
     '0009-every-row-indexes-fenced': everyRowIndexesFencedMigration(types),
+    '0010-operation-id-index': operationIDIndexMigration(types),
   };
 }

@@ -45,6 +45,7 @@ export interface OperationFilterArgs {
   connectorName?: string | null;
   ownerDID?: string | null;
   documentID?: string | null;
+  operationID?: string | null;
   model?: string | null;
   lastKinds?: operations.OperationOutcomeKind[] | null;
   deferReasons?: operations.OperationDeferReason[] | null;
@@ -61,7 +62,7 @@ export interface OperationFilterArgs {
 export function toStoreFilter(filter: OperationFilterArgs | null | undefined): operations.OperationFilter {
   const result: operations.OperationFilter = {};
   if (filter == null) return result;
-  const plain = ['states', 'connectorName', 'ownerDID', 'documentID', 'model', 'lastKinds', 'deferReasons', 'minAttempts', 'stuck'] as const;
+  const plain = ['states', 'connectorName', 'ownerDID', 'documentID', 'operationID', 'model', 'lastKinds', 'deferReasons', 'minAttempts', 'stuck'] as const;
   for (const field of plain) if (filter[field] != null) (result as Record<string, unknown>)[field] = filter[field];
   const instants = ['dueBefore', 'createdAfter', 'createdBefore', 'updatedAfter', 'updatedBefore'] as const;
   for (const field of instants) if (filter[field] != null) result[field] = filter[field]!.getTime();

@@ -284,6 +284,10 @@ export const OperationFilter = builder.inputType('OperationFilter', {
     connectorName: t.string({ required: false, description: 'Only this connector’s operations.' }),
     ownerDID: t.field({ type: 'DID', required: false, description: 'Only operations writing this owner’s data.' }),
     documentID: t.string({ required: false, description: 'Only operations finalized for this local document.' }),
+    operationID: t.string({
+      required: false,
+      description: 'Only operations with this idempotency key, whoever called them (a key is unique per caller). What the console’s search looks up.',
+    }),
     model: t.string({ required: false, description: 'Only operations writing this model.' }),
     lastKinds: t.field({ type: [OperationOutcomeKind], required: false, description: 'Any of these last outcome kinds (an operation with none never matches).' }),
     deferReasons: t.field({ type: [DeferReason], required: false, description: 'Any of these defer reasons.' }),

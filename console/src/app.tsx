@@ -14,6 +14,7 @@ import { DID, ErrorState, Loading } from './ui';
 import { OperationDetail } from './views/operation-detail';
 import { Operations } from './views/operations';
 import { Overview } from './views/overview';
+import { Search } from './views/search';
 import { Sweeps } from './views/sweeps';
 import { SyncStateDetail, SyncStates, WatchDetail, Watches } from './views/watches';
 
@@ -93,6 +94,24 @@ function LiveStatusBadge({ stream }: { stream: LiveStream }) {
   );
 }
 
+/** The search box on every page: an operation ID, a document ID or an owner DID (views/search.tsx). */
+function SearchBox({ current }: { current: string }) {
+  return (
+    <form
+      className="search"
+      role="search"
+      key={current}
+      onSubmit={(event) => {
+        event.preventDefault();
+        const text = String(new FormData(event.currentTarget).get('q') ?? '').trim();
+        if (text !== '') navigate(`/search?q=${encodeURIComponent(text)}`);
+      }}
+    >
+      <input name="q" type="search" defaultValue={current} placeholder="Operation ID, document ID or owner DID" aria-label="Search operations and documents" data-testid="search-input" />
+    </form>
+  );
+}
+
 function Layout({ session, stream, onSignOut }: { session: Session; stream: LiveStream; onSignOut: () => void }) {
   const route = useRoute();
   const [{ data, error }] = useQuery({ query: ConsoleServerInfoDocument, requestPolicy: 'cache-first' });
@@ -113,7 +132,8 @@ function Layout({ session, stream, onSignOut }: { session: Session; stream: Live
             </Link>
           ))}
         </nav>
-        <div className="who">
+        <SearchBox current={route.path === '/search' ? (route.params.get('q') ?? '') : ''} />
+        <div className="who" title={`Signed in with a ${session.source}${info !== undefined ? ` · server v${info.version} on ${info.dialect}` : ''}`}>
           <LiveStatusBadge stream={stream} />
           <span className="who-kind">{viewer.isService ? 'service' : 'user'}</span> <DID value={viewer.did} />
           <span className="muted who-source"> · {session.source}</span>
@@ -150,6 +170,8 @@ function View({ route, viewer }: { route: ReturnType<typeof useRoute>; viewer: V
       return id ? <SyncStateDetail key={id} id={id} /> : <SyncStates route={route} />;
     case 'sweeps':
       return <Sweeps route={route} />;
+    case 'search':
+      return <Search key={route.params.get('q') ?? ''} route={route} />;
     default:
       return (
         <div className="state state-empty">

@@ -54,9 +54,10 @@ const INDEXES = [
   'idx_connector_sweep_receipt_created',
   'idx_connector_sweep_receipt_owner_created',
   'idx_connector_operation_owner_foreign_created',
+  'idx_connector_operation_operation_id',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index'];
 
 interface Introspected {
   tables: string[];

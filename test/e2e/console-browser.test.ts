@@ -232,6 +232,33 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect(cancelled.node).toEqual({ state: 'DEAD', lastError: expect.stringContaining('duplicate of another event') });
     });
 
+    it.skipIf(!full)('searches by operation ID, document ID and owner DID from the header of any page (issue 22 item 3)', async () => {
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/sweeps`, { waitUntil: 'load' });
+      const search = async (text: string) => {
+        await page.waitForSelector('[data-testid=search-input]');
+        await page.$eval('[data-testid=search-input]', (input) => void ((input as HTMLInputElement).value = ''));
+        await page.type('[data-testid=search-input]', text);
+        await page.keyboard.press('Enter');
+        await page.waitForFunction((q) => new URLSearchParams(location.search).get('q') === q && document.querySelector('[data-testid=search-results] h2')?.textContent?.includes(q), { timeout: 5_000 }, text);
+        return page.$$eval('[data-testid=search-section]', (sections) => sections.map((s) => ({ title: s.querySelector('h3')?.textContent ?? '', rows: [...s.querySelectorAll('[data-operation-id]')].map((r) => r.getAttribute('data-operation-id')) })));
+      };
+      const byKey = await search('demo-event-invalid-recurrence-create');
+      expect(byKey).toEqual([{ title: expect.stringContaining('Operations with this ID'), rows: ['demo-event-invalid-recurrence-create'] }]);
+      await shot(page, 'search');
+      const byDocument = await search('demo-doc-event-planning');
+      expect(byDocument.map((s) => s.title), JSON.stringify(byDocument)).toEqual([expect.stringContaining('Operations of this document'), expect.stringContaining('Watches of this document')]);
+      expect(byDocument[0]!.rows.length).toBeGreaterThan(0);
+      const byOwner = await search(owner.did);
+      expect(byOwner.some((s) => s.title.includes('Operations this DID owns') && s.rows.length > 0)).toBe(true);
+      expect(await search('no-such-thing-anywhere')).toEqual([]);
+      expect(await page.$eval('[data-testid=search-results]', (el) => el.textContent ?? '')).toContain('Nothing you may see');
+      // A result opens its operation.
+      await search('demo-event-invalid-recurrence-create');
+      await page.click('[data-testid=search-section] a');
+      await page.waitForSelector('[data-testid=operation-now]');
+    });
+
     it.skipIf(!full)('watches, sync states and sweeps list the demo rows, and a watch opens with its repull action', async () => {
       const { page } = await openPage();
       for (const [path, table] of [

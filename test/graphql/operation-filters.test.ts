@@ -126,6 +126,8 @@ describeGraphQL('graphql operations: failure filters and grouped counts', (suite
       { model: 'm2' },
       { connectorName: 'github' },
       { documentID: 'doc-g' },
+      { operationID: 'r' },
+      { operationID: 'nope' },
       { minAttempts: 1 },
       { stuck: true },
       { stuck: false },

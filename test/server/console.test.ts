@@ -154,7 +154,9 @@ describe('the console at /console', () => {
     expect(build.built).toBe(false);
     expect(build.files.get('index.html')?.contentType).toBe('text/html; charset=utf-8');
     const assets = [...build.files.values()].filter((f) => f.immutable);
-    expect(assets.map((f) => f.contentType).sort()).toEqual(['text/css; charset=utf-8', 'text/javascript; charset=utf-8']);
+    // The page's script and stylesheet, and the SharedWorker holding the shared event stream (console/src/stream-worker.ts).
+    expect(assets.map((f) => f.contentType).sort()).toEqual(['text/css; charset=utf-8', 'text/javascript; charset=utf-8', 'text/javascript; charset=utf-8']);
+    expect(assets.some((f) => /^assets\/stream-worker-/.test(f.path))).toBe(true);
     for (const asset of assets) expect(asset.path).toMatch(/^assets\/[\w-]+-[\w-]{8}\.(js|css)$/);
     // Everything the page loads is under /console/ on this server.
     const index = build.files.get('index.html')!.body.toString();

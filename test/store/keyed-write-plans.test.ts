@@ -79,10 +79,9 @@ describeEachDialect('keyed writes find their row by its key whatever the statist
       const table = /\bupdate "(\w+)"/.exec(update.sql)?.[1];
       if (table !== 'kubun_connector_operation' && table !== 'kubun_connector_projection_watch') continue;
       byTable[table]++;
-      const keys =
-        suite.dialect === 'postgres'
-          ? [`${table}_pkey`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key']
-          : ['PRIMARY KEY', `sqlite_autoindex_${table}_1`, table === 'kubun_connector_operation' ? 'uq_connector_operation_node_key' : 'uq_connector_watch_node_key'];
+      // An operation's key also has idx_connector_operation_operation_id (migration 0010): the same two columns in the other order.
+      const operationKeys = table === 'kubun_connector_operation' ? ['uq_connector_operation_node_key', 'idx_connector_operation_operation_id'] : ['uq_connector_watch_node_key'];
+      const keys = suite.dialect === 'postgres' ? [`${table}_pkey`, ...operationKeys] : ['PRIMARY KEY', `sqlite_autoindex_${table}_1`, ...operationKeys];
       const paths = await accessPaths(suite.store, update, table);
       expect(paths, update.sql).not.toHaveLength(0);
       for (const path of paths) expect(keys.some((key) => path.includes(key)), `${path}\n  for ${update.sql}`).toBe(true);

@@ -155,6 +155,7 @@ describeEachDialect('operations: reads and listings', (suite) => {
       ['connectorName', { connectorName: 'github' }, (op) => op.connectorName === 'github'],
       ['ownerDID', { ownerDID: ELSE }, (op) => op.ownerDID === ELSE],
       ['documentID', { documentID: 'doc-0' }, (op) => op.documentID === 'doc-0'],
+      ['operationID', { operationID: 'op-6' }, (op) => op.operationID === 'op-6'],
       ['several', { states: ['attempted'], connectorName: 'google', ownerDID: VIEWER }, (op) => op.state === 'attempted' && op.connectorName === 'google' && op.ownerDID === VIEWER],
     ];
     for (const [name, filter, matches] of filters) {
@@ -168,6 +169,20 @@ describeEachDialect('operations: reads and listings', (suite) => {
         }
       });
     }
+
+    it('finds an idempotency key whoever called it: the service sees every caller’s, a viewer the ones they may see', async () => {
+      const shared = 'shared-key';
+      await claimOperation(suite.store, claimInput({ callerDID: VIEWER, ownerDID: VIEWER, operationID: shared }));
+      await claimOperation(suite.store, claimInput({ callerDID: SOMEONE, ownerDID: ELSE, operationID: shared }));
+      await claimOperation(suite.store, claimInput({ callerDID: ELSE, ownerDID: VIEWER, operationID: shared }));
+      const found = async (visibleTo: string | null) =>
+        (await listOperations(suite.store, { visibleTo, first: 10, filter: { operationID: shared } })).operations.map((op) => `${op.callerDID}→${op.ownerDID}`).sort();
+      expect(await found(null)).toEqual([`${ELSE}→${VIEWER}`, `${SOMEONE}→${ELSE}`, `${VIEWER}→${VIEWER}`].sort());
+      expect(await found(VIEWER)).toEqual([`${ELSE}→${VIEWER}`, `${VIEWER}→${VIEWER}`].sort());
+      expect(await found('did:key:zNobody')).toEqual([]);
+      expect(await countOperations(suite.store, { visibleTo: null, filter: { operationID: shared } })).toEqual({ count: 3, capped: false });
+      expect((await listOperations(suite.store, { visibleTo: null, first: 10, filter: { operationID: 'no-such-key' } })).operations).toEqual([]);
+    });
 
     it('counts per state as numbers, every state present', async () => {
       const tally = (ops: ConnectorOperation[]) => ({

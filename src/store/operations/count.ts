@@ -8,7 +8,8 @@ import type { SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, COUNT_CAP, type BoundedCount } from '../count.js';
-import { checkScope, filtered, filterMatchesNothing, type OperationFilter, type OperationScope } from './list.js';
+import { ACROSS_TENANTS } from '../page.js';
+import { checkScope, filtered, filterMatchesNothing, readsAcrossTenants, type OperationFilter, type OperationScope } from './list.js';
 import { OPERATION_TABLE } from './row.js';
 import { OPERATION_STATES, type ConnectorOperationState } from './types.js';
 
@@ -95,6 +96,8 @@ export async function countOperationGroups(
   let matching = store.db.selectFrom(OPERATION_TABLE);
   const viewer = scope.visibleTo;
   if (viewer !== null) matching = matching.where((eb) => eb.or([eb('caller_did', '=', viewer), eb('owner_did', '=', viewer)]));
+  // Across every tenant the newest-first index of every row may serve a created range (migration 0009).
+  else if (readsAcrossTenants(scope.filter)) matching = matching.where(ACROSS_TENANTS);
   matching = filtered(matching, scope.filter, store.now());
   if (columns.length === 0) {
     const { count, capped } = await countUpTo(store, matching);

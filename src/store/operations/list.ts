@@ -41,6 +41,8 @@ export interface OperationFilter {
   connectorName?: string;
   ownerDID?: string;
   documentID?: string;
+  /** This idempotency key, whoever the caller (keys are unique per caller, so this may match one row per caller). */
+  operationID?: string;
   model?: string;
   /** Any of these last outcome kinds. An empty list matches nothing. */
   lastKinds?: readonly OperationOutcomeKind[];
@@ -166,6 +168,7 @@ export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION
   if (filter.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
   if (filter.ownerDID !== undefined) q = q.where('owner_did', '=', filter.ownerDID);
   if (filter.documentID !== undefined) q = q.where('document_id', '=', filter.documentID);
+  if (filter.operationID !== undefined) q = q.where('operation_id', '=', filter.operationID);
   if (filter.model !== undefined) q = q.where('model', '=', filter.model);
   if (filter.lastKinds !== undefined) q = q.where('last_kind', 'in', [...filter.lastKinds]);
   if (filter.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
@@ -195,11 +198,11 @@ export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION
 
 /**
  * Whether a service's read under `filter` spans every tenant (no owner, no
- * document): only such a read may walk the newest-first index of every row
+ * document, no idempotency key): only such a read may walk the newest-first index of every row
  * ({@link ACROSS_TENANTS}).
  */
 export function readsAcrossTenants(filter: OperationFilter | undefined): boolean {
-  return filter?.ownerDID === undefined && filter?.documentID === undefined;
+  return filter?.ownerDID === undefined && filter?.documentID === undefined && filter?.operationID === undefined;
 }
 
 /** Rows strictly older than `after` and strictly newer than `before`. */
@@ -232,6 +235,7 @@ export function matchesOperationFilter(op: ConnectorOperation, filter: Operation
     (filter.connectorName === undefined || filter.connectorName === op.connectorName) &&
     (filter.ownerDID === undefined || filter.ownerDID === op.ownerDID) &&
     (filter.documentID === undefined || filter.documentID === op.documentID) &&
+    (filter.operationID === undefined || filter.operationID === op.operationID) &&
     (filter.model === undefined || filter.model === op.model) &&
     (filter.lastKinds === undefined || (op.lastKind !== null && filter.lastKinds.includes(op.lastKind))) &&
     (filter.deferReasons === undefined || (op.deferReason !== null && filter.deferReasons.includes(op.deferReason))) &&
