@@ -49,11 +49,17 @@ export type ToTab =
   | { t: 'resumed' }
   | { t: 'token?'; request: number }
   | { t: 'unauthorized'; message: string }
-  | { t: 'ping' };
+  | { t: 'ping' }
+  | { t: 'dropped' };
 
-/** How often the hub pings its tabs, and after how long without an answer it drops one (a tab that crashed says no `bye`). */
-const PING_EVERY_MS = 10_000;
-const DROP_AFTER_MS = 35_000;
+/**
+ * How often the hub pings its tabs, and after how long without an answer it
+ * drops one (a tab that crashed or was closed without `pagehide` says no
+ * `bye`; Chrome also fires `close` on its port). A dropped tab that comes
+ * back (it was frozen) hears `dropped` and attaches again.
+ */
+const PING_EVERY_MS = 4_000;
+const DROP_AFTER_MS = 10_000;
 /** Failed attempts in a row after which a reconnecting stream is called offline (it keeps trying). */
 const OFFLINE_AFTER_FAILURES = 3;
 /** How long the hub waits for a tab to hand it a fresh token before it uses the last one it has. */
@@ -88,6 +94,17 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
   const streams = new Map<string, Stream>();
   const tabs = new Set<Tab>();
   let tokenRequests = 0;
+  /**
+   * Operations whose POST is on its way, by id. graphql-sse, told to stop one
+   * before the server answered its POST (a tab that leaves right after
+   * subscribing, as navigating does), aborts the POST and tells the server
+   * nothing; but the server may have started it, and on a stream other tabs
+   * keep open it would run until the stream ends. So a subscription is
+   * stopped only once its POST has settled: then graphql-sse sends its DELETE.
+   */
+  const postsInFlight = new Map<string, Promise<void>>();
+  /** Told the id graphql-sse gives the operation being subscribed (it names it synchronously, in `subscribe`). */
+  let naming: ((id: string) => void) | null = null;
   const tokenWaiters = new Map<number, (token: string) => void>();
 
   const send = (tab: Tab, message: ToTab) => {
@@ -130,6 +147,11 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     const stream: Stream = { tabs: new Set(), token, status: 'live', failures: 0, everConnected: false, refused: false } as Stream;
     stream.client = createClient({
       url: `${origin}/graphql/stream`,
+      generateID: () => {
+        const id = crypto.randomUUID();
+        naming?.(id);
+        return id;
+      },
       singleConnection: true,
       lazy: true,
       headers: async () => ({ authorization: `Bearer ${await freshToken(stream)}` }),
@@ -149,7 +171,18 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
         },
       },
       fetchFn: async (input: RequestInfo | URL, init?: RequestInit) => {
-        const response = await fetch(input, { ...init, credentials: 'omit' });
+        const operationId = init?.method === 'POST' ? operationIdOf(init) : undefined;
+        let settled = () => {};
+        if (operationId !== undefined) postsInFlight.set(operationId, new Promise<void>((resolve) => (settled = resolve)));
+        let response: Response;
+        try {
+          response = await fetch(input, { ...init, credentials: 'omit' });
+        } finally {
+          if (operationId !== undefined) {
+            postsInFlight.delete(operationId);
+            settled();
+          }
+        }
         if (response.status === 401 && !stream.refused) {
           stream.refused = true;
           tell(stream, { t: 'unauthorized', message: await refusalMessage(response) });
@@ -182,8 +215,10 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
   setInterval(() => {
     const now = Date.now();
     for (const tab of [...tabs]) {
-      if (now - tab.lastSeen > DROP_AFTER_MS) leave(tab);
-      else send(tab, { t: 'ping' });
+      if (now - tab.lastSeen > DROP_AFTER_MS) {
+        send(tab, { t: 'dropped' });
+        leave(tab);
+      } else send(tab, { t: 'ping' });
     }
   }, PING_EVERY_MS);
 
@@ -211,7 +246,9 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
               return;
             }
             tab.subscriptions.get(message.id)?.();
-            const dispose = stream.client.subscribe(message.request, {
+            let operationId: string | undefined;
+            naming = (id) => (operationId = id);
+            const stop = stream.client.subscribe(message.request, {
               next: (value) => send(tab, { t: 'next', id: message.id, value }),
               error: (error) => {
                 tab.subscriptions.delete(message.id);
@@ -222,6 +259,13 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
                 send(tab, { t: 'complete', id: message.id });
               },
             });
+            naming = null;
+            const dispose = () => {
+              const posting = operationId === undefined ? undefined : postsInFlight.get(operationId);
+              if (posting === undefined) stop();
+              // A task later, so graphql-sse has taken the answer in and knows to send the DELETE.
+              else void posting.then(() => setTimeout(stop, 0));
+            };
             tab.subscriptions.set(message.id, dispose);
             return;
           }
@@ -240,9 +284,21 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
             return;
         }
       };
+      // The other side's document is gone (Chrome 122+): no `bye` will come.
+      port.addEventListener('close', () => leave(tab));
       port.start();
     },
   };
+}
+
+/** The operation id graphql-sse put in an operation's POST body. */
+function operationIdOf(init: RequestInit): string | undefined {
+  try {
+    const id = (JSON.parse(String(init.body)) as { extensions?: { operationId?: unknown } }).extensions?.operationId;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The server's message in a 401 answer's body (`{ errors: [{ message }] }`), or a plain one. */

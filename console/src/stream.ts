@@ -16,7 +16,7 @@
  * port, so a page kept in the cache holds no subscription (the stream closes
  * with the last one); on `pageshow` from the cache it connects again,
  * resubscribes, and asks the page to re-read what it shows, since events
- * went by while it slept.
+ * went by while it slept. A frozen page (`freeze` / `resume`) does the same.
  *
  * The page's live status combines the stream's (live / reconnecting /
  * offline, from the hub) with its queries': a query that cannot reach the
@@ -109,6 +109,8 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
   };
 
   const attach = () => {
+    // Once: a page back from the back/forward cache hears both `resume` and `pageshow`.
+    if (port !== null || disposed) return;
     const opened = hubPort();
     port = opened;
     queue = [];
@@ -149,6 +151,14 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
         case 'ping':
           opened.postMessage({ t: 'pong' } satisfies FromTab);
           return;
+        case 'dropped':
+          // The hub gave up on this tab (it was frozen or too slow to answer): attach again and re-read.
+          if (port === opened && !disposed) {
+            port = null;
+            attach();
+            resume();
+          }
+          return;
       }
     };
     opened.start();
@@ -180,8 +190,17 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
     attach();
     resume();
   };
+  // A frozen page (Page Lifecycle: a background tab the browser suspends) answers nothing: leave, and come back on resume.
+  const onFreeze = () => detach();
+  const onResume = () => {
+    if (disposed || port !== null) return;
+    attach();
+    resume();
+  };
   addEventListener('pagehide', onPageHide);
   addEventListener('pageshow', onPageShow);
+  document.addEventListener('freeze', onFreeze);
+  document.addEventListener('resume', onResume);
   attach();
 
   const probeServer = () => {
@@ -231,6 +250,8 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
       disposed = true;
       removeEventListener('pagehide', onPageHide);
       removeEventListener('pageshow', onPageShow);
+      document.removeEventListener('freeze', onFreeze);
+      document.removeEventListener('resume', onResume);
       if (probe !== null) clearTimeout(probe);
       if (resumeTimer !== null) clearTimeout(resumeTimer);
       subscriptions.clear();

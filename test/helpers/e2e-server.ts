@@ -67,6 +67,15 @@ export interface E2EServers {
   servers: ServerProcess[];
   /** The database the servers run on (`sqlite:PATH` or a scratch Postgres URL: the direct one, even behind a `pooler`). */
   databaseURL: string;
+  /**
+   * Starts `previous` (default: the first server) again once it has exited
+   * (SIGTERM it and await its `exited`): the same database, environment,
+   * working directory and arguments, on the same port, so pages that were
+   * open on it find it at the same origin. The new process takes its place in
+   * `servers` (and `server`) and is killed by `dispose`. Retries for up to
+   * 5 s while the port is still taken.
+   */
+  restart(previous?: ServerProcess): Promise<ServerProcess>;
   /** Kills the servers, then removes the database; idempotent. */
   dispose(): Promise<void>;
 }
@@ -110,17 +119,44 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
         Object.assign(env, pooler.env);
       }
     }
+    const processOptions = {
+      ...(options.cwd !== undefined && { cwd: options.cwd }),
+      ...(options.args !== undefined && { args: options.args }),
+    };
     const servers: ServerProcess[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) {
-      const server = await startServerProcess(env, {
-        ...(options.cwd !== undefined && { cwd: options.cwd }),
-        ...(options.args !== undefined && { args: options.args }),
-      });
+      const server = await startServerProcess(env, processOptions);
       // Killed before the database goes away (cleanups run in reverse).
       cleanups.push(() => server.kill());
       servers.push(server);
     }
-    return { server: servers[0]!, servers, databaseURL, dispose };
+    const started: E2EServers = {
+      server: servers[0]!,
+      servers,
+      databaseURL,
+      dispose,
+      restart: async (previous = started.server) => {
+        const index = servers.indexOf(previous);
+        if (index < 0) throw new Error('restart: not one of these servers');
+        if (previous.child.exitCode === null && previous.child.signalCode === null) throw new Error('restart: the server still runs (SIGTERM it and await `exited` first)');
+        const port = new URL(previous.origin).port;
+        const deadline = Date.now() + 5_000;
+        for (;;) {
+          try {
+            const next = await startServerProcess({ ...env, PORT: port }, processOptions);
+            cleanups.push(() => next.kill());
+            servers[index] = next;
+            if (index === 0) started.server = next;
+            return next;
+          } catch (error) {
+            // The old listener's port can take a moment to be free again.
+            if (Date.now() > deadline || !/already in use/.test(String(error))) throw error;
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        }
+      },
+    };
+    return started;
   } catch (error) {
     await dispose();
     throw error;
