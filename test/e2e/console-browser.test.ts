@@ -164,7 +164,7 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       );
       await page.waitForFunction((n) => document.querySelector('[data-testid=operations-total]')?.textContent === `${n} operation${n === 1 ? '' : 's'}`, {}, dead.operations.totalCount);
       expect(await rowIDs(page)).toEqual(dead.operations.edges.map((edge) => edge.node.operationID));
-      expect(await page.$$eval('[data-testid=operations-table] tbody tr[data-operation-id] td:nth-child(2) .badge', (badges) => [...new Set(badges.map((b) => b.textContent))])).toEqual(['dead']);
+      expect(await page.$$eval('[data-testid=operations-table] tbody tr[data-operation-id] td:nth-child(3) .badge', (badges) => [...new Set(badges.map((b) => b.textContent))])).toEqual(['dead']);
       await shot(page, 'operations-filtered');
 
       // Keyset pages of 3: older, older, then newer again gives the same rows as before.
@@ -257,6 +257,44 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await search('demo-event-invalid-recurrence-create');
       await page.click('[data-testid=search-section] a');
       await page.waitForSelector('[data-testid=operation-now]');
+    });
+
+    it.skipIf(!full)('bulk actions: on selected rows (skipping those the action does not apply to, and saying why) and on everything a filter matches, after a confirmation with the count and the cap (issue 22 item 4)', async () => {
+      const found = await api<{ live: { edges: { node: { operationID: string } }[] }; committed: { edges: { node: { operationID: string } }[] } }>(
+        '{ live: operations(first: 1, filter: { states: [ATTEMPTED], stuck: false }) { edges { node { operationID } } } committed: operations(first: 1, filter: { states: [COMMITTED] }) { edges { node { operationID } } } }',
+      );
+      const live = found.live.edges[0]!.node.operationID;
+      const committed = found.committed.edges[0]!.node.operationID;
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=operations-table] tbody tr[data-operation-id]');
+      for (const id of [live, committed]) await page.click(`[data-testid=operations-table] tr[data-operation-id="${id}"] td.select input`);
+      await page.waitForSelector('[data-testid=bulk-requeue-selected]');
+      await page.click('[data-testid=bulk-requeue-selected]');
+      await page.waitForSelector('[data-testid=bulk-confirm]');
+      expect(await page.$eval('[data-testid=bulk-confirm]', (el) => el.textContent ?? '')).toMatch(/Requeue now the 2 selected operations \(1 of them live; the others are skipped\)/);
+      await page.click('[data-testid=bulk-confirm-yes]');
+      await page.waitForSelector('[data-testid=bulk-result]');
+      expect(await page.$eval('[data-testid=bulk-result]', (el) => el.textContent ?? '')).toMatch(/^Requeued 1 of 2 selected\. Skipped 1: 1 not live\. This action applies to live operations: /);
+      await shot(page, 'bulk-selected');
+
+      // Everything a filter matches: the dead ones, retried in one call.
+      const dead = await api<{ operations: { totalCount: number } }>('{ operations(first: 1, filter: { states: [DEAD] }) { totalCount } }');
+      expect(dead.operations.totalCount).toBeGreaterThan(0);
+      await page.goto(`${origin}/console/operations?state=DEAD`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=bulk-retry-filter]');
+      await page.click('[data-testid=bulk-retry-filter]');
+      const asked = await page.$eval('[data-testid=bulk-confirm]', (el) => el.textContent ?? '');
+      expect(asked).toContain(`${dead.operations.totalCount} match, at most 1000 change in one go`);
+      // "Keep them" changes nothing.
+      await page.click('[data-testid=bulk-confirm] button.link');
+      expect((await api<{ operations: { totalCount: number } }>('{ operations(first: 1, filter: { states: [DEAD] }) { totalCount } }')).operations.totalCount).toBe(dead.operations.totalCount);
+      await page.click('[data-testid=bulk-retry-filter]');
+      await page.click('[data-testid=bulk-confirm-yes]');
+      await page.waitForSelector('[data-testid=bulk-result]');
+      expect(await page.$eval('[data-testid=bulk-result]', (el) => el.textContent ?? '')).toBe(`Retried ${dead.operations.totalCount} of the ${dead.operations.totalCount} matching.`);
+      expect((await api<{ operations: { totalCount: number } }>('{ operations(first: 1, filter: { states: [DEAD] }) { totalCount } }')).operations.totalCount).toBe(0);
+      await shot(page, 'bulk-filter');
     });
 
     it.skipIf(!full)('watches, sync states and sweeps list the demo rows, and a watch opens with its repull action', async () => {

@@ -17,6 +17,7 @@ import {
   type OperationFilter,
 } from '../../../client/generated/graphql';
 import { useOperationChanges } from '../live';
+import { BulkActions } from './bulk-actions';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
 
@@ -90,6 +91,9 @@ export function Operations({ route }: { route: Route }) {
     setChanged(new Map());
     setArrived(new Map());
   }, [variables, data]);
+  // Rows ticked for a bulk action (bulk-actions.tsx); a new filter or page starts with none.
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  useEffect(() => setSelected(new Set()), [variables]);
   const onPage = useMemo(() => new Set(data?.operations.edges.map((edge) => edge.node.id)), [data]);
   const firstPage = after === null && before === null;
   const filtered = Object.keys(filter).length > 0;
@@ -219,6 +223,18 @@ export function Operations({ route }: { route: Route }) {
         </h2>
         {fetching && data !== undefined && <span className="muted">refreshing…</span>}
       </div>
+      {data !== undefined && (
+        <BulkActions
+          selected={rows.filter((row) => selected.has(row.id))}
+          filter={filter}
+          matching={data.operations.totalCount}
+          matchingCapped={data.operations.totalCountCapped}
+          onDone={(clearSelection) => {
+            if (clearSelection) setSelected(new Set());
+            refetch({ requestPolicy: 'network-only' });
+          }}
+        />
+      )}
       {error !== undefined && <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />}
       {data === undefined && fetching && <Loading what="operations" />}
       {data !== undefined &&
@@ -229,6 +245,15 @@ export function Operations({ route }: { route: Route }) {
             <table className="operations-table" data-testid="operations-table">
               <thead>
                 <tr>
+                  <th className="select">
+                    <input
+                      type="checkbox"
+                      aria-label="Select every operation on this page"
+                      data-testid="select-page"
+                      checked={rows.length > 0 && rows.every((row) => selected.has(row.id))}
+                      onChange={(event) => setSelected(event.currentTarget.checked ? new Set(rows.map((row) => row.id)) : new Set())}
+                    />
+                  </th>
                   <th>Operation</th>
                   <th>State</th>
                   <th>Connector</th>
@@ -242,7 +267,7 @@ export function Operations({ route }: { route: Route }) {
               <tbody>
                 {arrived.size > 0 && (
                   <tr className="new-rows">
-                    <td colSpan={8}>
+                    <td colSpan={9}>
                       <button
                         type="button"
                         className="link"
@@ -264,6 +289,22 @@ export function Operations({ route }: { route: Route }) {
                 )}
                 {rows.map((op) => (
                   <tr key={op.id} className={changed.has(op.id) ? 'changed' : undefined} data-operation-id={op.operationID}>
+                    <td className="select">
+                      <input
+                        type="checkbox"
+                        aria-label={`Select ${op.operationID}`}
+                        checked={selected.has(op.id)}
+                        onChange={(event) => {
+                          const checked = event.currentTarget.checked;
+                          setSelected((current) => {
+                            const next = new Set(current);
+                            if (checked) next.add(op.id);
+                            else next.delete(op.id);
+                            return next;
+                          });
+                        }}
+                      />
+                    </td>
                     <td>
                       <Link to={`/operations/${encodeURIComponent(op.id)}`}>{op.operationID}</Link>
                       <div className="sub muted">
