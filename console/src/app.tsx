@@ -15,7 +15,7 @@ import { OperationDetail } from './views/operation-detail';
 import { Operations } from './views/operations';
 import { Overview } from './views/overview';
 import { Search } from './views/search';
-import { Sweeps } from './views/sweeps';
+import { SweepDetail, Sweeps } from './views/sweeps';
 import { SyncStateDetail, SyncStates, WatchDetail, Watches } from './views/watches';
 
 const NAV: [path: string, label: string][] = [
@@ -169,7 +169,7 @@ function View({ route, viewer }: { route: ReturnType<typeof useRoute>; viewer: V
     case 'sync-states':
       return id ? <SyncStateDetail key={id} id={id} /> : <SyncStates route={route} />;
     case 'sweeps':
-      return <Sweeps route={route} />;
+      return id ? <SweepDetail key={id} id={id} route={route} /> : <Sweeps route={route} />;
     case 'search':
       return <Search key={route.params.get('q') ?? ''} route={route} />;
     default:

@@ -315,6 +315,19 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.click('[data-testid=request-repull]');
       await page.waitForFunction(() => document.querySelector('.actions .notice')?.textContent?.startsWith('Repull requested'), { timeout: 5_000 });
       await shot(page, 'watch-detail');
+
+      // A sweep opens with its candidates: state, attempts, apply failures, last error; filtered by state (issue 22 item 6).
+      await page.goto(`${origin}/console/sweeps?show=all`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=sweeps-table] tbody tr a');
+      await page.click('[data-testid=sweeps-table] tbody tr a');
+      await page.waitForSelector('[data-testid=candidates-table] tbody tr');
+      const candidates = () => page.$$eval('[data-testid=candidates-table] tbody tr', (rows) => rows.map((row) => row.querySelector('td:nth-child(2) .badge')?.textContent));
+      expect((await candidates()).sort()).toEqual(['applied', 'kept', 'pending']);
+      await shot(page, 'sweep-detail');
+      await page.click('[data-testid=sweep-detail] .chips input[value=PENDING]');
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=candidates-table] tbody tr').length === 1);
+      expect(await candidates()).toEqual(['pending']);
+      expect(new URL(page.url()).searchParams.getAll('state')).toEqual(['PENDING']);
     });
 
     it.skipIf(!full)('a stranger’s token sees none of the owner’s rows; a refused token goes back to sign-in with the server’s message; a private key signs in with tokens minted in the page', async () => {

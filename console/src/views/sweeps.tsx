@@ -1,14 +1,19 @@
 /**
  * Sweeps per partition: each listing pass (receipt) with its candidates'
  * counts by state and its partition's checkpoint; in progress (uncommitted)
- * by default. Live: a change of a receipt or one of its candidates re-reads.
+ * by default. A receipt opens on its own page with its candidates (state,
+ * attempts, apply failures, last error), paged, filtered by state. Live: a
+ * change of a receipt or one of its candidates re-reads.
  */
 import { useMemo } from 'react';
 import { useQuery, useSubscription } from 'urql';
-import { ConsoleSweepsDocument, SweepCandidateState, SweepProgressDocument, type SweepReceiptFilter } from '../../../client/generated/graphql';
+import { ConsoleSweepDocument, ConsoleSweepsDocument, SweepCandidateState, SweepProgressDocument, type SweepReceiptFilter } from '../../../client/generated/graphql';
 import { useThrottle } from '../live';
-import { navigate, withParams, type Route } from '../router';
-import { Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
+import { keepParams, Link, navigate, withParams, type Route } from '../router';
+import { Badge, DID, Empty, ErrorState, Fields, isValueOf, JSONValue, Loading, Time, total } from '../ui';
+
+/** Candidates per page of a receipt's page. */
+const CANDIDATES_PER_PAGE = 50;
 
 export function Sweeps({ route }: { route: Route }) {
   const { params } = route;
@@ -81,7 +86,9 @@ export function Sweeps({ route }: { route: Route }) {
                   return (
                     <tr key={receipt.id}>
                       <td>
-                        <code>{receipt.partition}</code>
+                        <Link to={`/sweeps/${encodeURIComponent(receipt.id)}`}>
+                          <code>{receipt.partition}</code>
+                        </Link>
                         <div className="sub muted">
                           {receipt.modelID} · {receipt.kind}
                           {receipt.complete ? '' : ' · partial listing'}
@@ -109,6 +116,159 @@ export function Sweeps({ route }: { route: Route }) {
             </table>
           </div>
         ))}
+    </div>
+  );
+}
+
+/** One listing pass: its fields, its partition's checkpoint and its candidates, a page at a time, by document id. */
+export function SweepDetail({ id, route }: { id: string; route: Route }) {
+  const { params } = route;
+  const states = params.getAll('state').filter((state): state is SweepCandidateState => isValueOf(SweepCandidateState, state));
+  const after = params.get('after');
+  const [{ data, fetching, error }, refetch] = useQuery({
+    query: ConsoleSweepDocument,
+    variables: { id, first: CANDIDATES_PER_PAGE, after, states: states.length > 0 ? states : null },
+  });
+  const reread = useThrottle(() => refetch({ requestPolicy: 'network-only' }), 500);
+  useSubscription({ query: SweepProgressDocument, variables: { filter: {} } }, (_previous, event) => {
+    reread();
+    return event;
+  });
+  if (data === undefined && fetching) return <Loading what="the sweep" />;
+  if (data === undefined && error !== undefined) return <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />;
+  const receipt = data?.node?.__typename === 'SweepReceipt' ? data.node : null;
+  if (receipt === null || receipt === undefined)
+    return (
+      <Empty>
+        No such sweep, or not one you may see. <Link to="/sweeps">Back to sweeps</Link>
+      </Empty>
+    );
+  const path = `/sweeps/${encodeURIComponent(id)}`;
+  const toggle = (state: SweepCandidateState) => {
+    const next = states.includes(state) ? states.filter((s) => s !== state) : [...states, state];
+    navigate(withParams(path, { ...keepParams(params, 'after', 'state'), state: next }));
+  };
+  const counts = new Map(receipt.candidateCounts.map((c) => [c.state, c.count]));
+  const candidates = receipt.candidates.edges.map((edge) => edge.node);
+  const info = receipt.candidates.pageInfo;
+
+  return (
+    <div className="detail" data-testid="sweep-detail">
+      <p className="crumbs">
+        <Link to="/sweeps">Sweeps</Link> / <code>{receipt.partition}</code> / pass {receipt.sequence}
+      </p>
+      <header className="detail-head">
+        <h2>
+          <code>{receipt.partition}</code> {receipt.committedAt === null ? <Badge value="IN_PROGRESS" /> : <Badge value="COMMITTED" />}
+        </h2>
+        <p className="muted">
+          pass {receipt.sequence} of {receipt.connectorName} ({receipt.modelID}, {receipt.kind}
+          {receipt.complete ? '' : ', partial listing'}) for <DID value={receipt.ownerDID} />
+        </p>
+      </header>
+      {error !== undefined && <ErrorState error={error} />}
+      <div className="panels">
+        <section className="panel" aria-labelledby="sweep-fields">
+          <h3 id="sweep-fields">Pass</h3>
+          <Fields
+            rows={[
+              ['Recorded', <Time value={receipt.createdAt} />],
+              ['Committed', receipt.committedAt === null ? 'not yet: candidates are being applied' : <Time value={receipt.committedAt} />],
+              ['Provenance', <code>{receipt.provenance}</code>],
+              ['Source fetch HLC', <code>{receipt.sourceFetchHLC}</code>],
+              ['Scope', <JSONValue value={receipt.scope} />],
+              ['Kept', <JSONValue value={receipt.keep} />],
+              ['Predicate', receipt.predicate == null ? null : <JSONValue value={receipt.predicate} />],
+              ['ID', <code className="wrap">{receipt.id}</code>],
+            ]}
+          />
+        </section>
+        <section className="panel" aria-labelledby="sweep-checkpoint">
+          <h3 id="sweep-checkpoint">Partition checkpoint</h3>
+          {receipt.checkpoint === null ? (
+            <p className="muted">None yet: committing a pass advances it.</p>
+          ) : (
+            <Fields
+              rows={[
+                ['Pass', receipt.checkpoint.receiptSequence],
+                ['Updated', <Time value={receipt.checkpoint.updatedAt} />],
+              ]}
+            />
+          )}
+        </section>
+      </div>
+
+      <section className="panel panel-wide" aria-labelledby="sweep-candidates">
+        <h3 id="sweep-candidates">
+          Candidates <span className="muted">(documents this pass did not keep, by document id)</span>
+        </h3>
+        <fieldset className="chips">
+          <legend>State</legend>
+          {Object.values(SweepCandidateState).map((state) => (
+            <label key={state} className="chip">
+              <input type="checkbox" name="state" value={state} checked={states.includes(state)} onChange={() => toggle(state)} />
+              <Badge value={state} /> <span className="muted">{counts.get(state) ?? 0}</span>
+            </label>
+          ))}
+        </fieldset>
+        {candidates.length === 0 ? (
+          <Empty>{states.length > 0 ? 'No candidate in these states.' : 'This pass listed no candidate.'}</Empty>
+        ) : (
+          <div className="table-wrap">
+            <table data-testid="candidates-table">
+              <thead>
+                <tr>
+                  <th>Document</th>
+                  <th>State</th>
+                  <th className="num">Attempts</th>
+                  <th className="num">Apply failures</th>
+                  <th>Last error</th>
+                  <th>Next attempt</th>
+                  <th className="wide-only">Updated</th>
+                </tr>
+              </thead>
+              <tbody>
+                {candidates.map((candidate) => (
+                  <tr key={candidate.documentID} data-document-id={candidate.documentID}>
+                    <td>
+                      <Link to={`/search?q=${encodeURIComponent(candidate.documentID)}`}>
+                        <code>{candidate.documentID}</code>
+                      </Link>
+                      <div className="sub muted">
+                        {candidate.modelID} · <code>{candidate.sourceID}</code>
+                      </div>
+                    </td>
+                    <td>
+                      <Badge value={candidate.state} />
+                    </td>
+                    <td className="num">{candidate.attempts}</td>
+                    <td className={`num ${candidate.applyFailures > 0 ? 'alert' : ''}`}>{candidate.applyFailures}</td>
+                    <td className="message">{candidate.lastError ?? <span className="muted">—</span>}</td>
+                    <td>
+                      <Time value={candidate.state === 'PENDING' ? candidate.nextAttemptAt : null} />
+                    </td>
+                    <td className="wide-only">
+                      <Time value={candidate.updatedAt} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+        {(after !== null || info.hasNextPage) && (
+          <nav className="pager" aria-label="Pages">
+            {after !== null && (
+              <button type="button" className="link" onClick={() => navigate(withParams(path, keepParams(params, 'after')))}>
+                First page
+              </button>
+            )}
+            <button type="button" className="secondary" disabled={!info.hasNextPage} onClick={() => info.endCursor && navigate(withParams(path, { ...keepParams(params, 'after'), after: info.endCursor }))}>
+              Next →
+            </button>
+          </nav>
+        )}
+      </section>
     </div>
   );
 }
