@@ -148,7 +148,8 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     stream.client = createClient({
       url: `${origin}/graphql/stream`,
       generateID: () => {
-        const id = crypto.randomUUID();
+        // Not crypto.randomUUID: it exists only in secure contexts, and a console may be served over plain HTTP.
+        const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, '0')).join('');
         naming?.(id);
         return id;
       },

@@ -21,7 +21,7 @@ import type { Browser, BrowserContext, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { findChromium, keepOnLoopback, launchChromium, type LoopbackGuard } from '../helpers/browser.js';
+import { findChromium, keepOnLoopback, launchChromium, takeBrowserTurn, type LoopbackGuard } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
@@ -42,11 +42,15 @@ interface OpenPage {
 
 describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
   let browser: Browser | undefined;
+  let releaseTurn: (() => Promise<void>) | undefined;
+  // One browser file at a time (takeBrowserTurn): another's tabs would slow this file's timed renders.
   beforeAll(async () => {
+    releaseTurn = await takeBrowserTurn();
     browser = await launchChromium(CHROMIUM!);
-  });
+  }, 900_000);
   afterAll(async () => {
     await browser?.close();
+    await releaseTurn?.();
   });
 
   describe.each(dialects)('%s', (dialect) => {

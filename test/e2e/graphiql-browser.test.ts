@@ -16,7 +16,7 @@ import type { Browser, HTTPResponse, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, verifyBearerToken, type LocalKey } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { findChromium, keepOnLoopback, launchChromium } from '../helpers/browser.js';
+import { findChromium, keepOnLoopback, launchChromium, takeBrowserTurn } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 
@@ -36,11 +36,15 @@ const exampleQueryAnswer = (page: Page) =>
 
 describe.skipIf(CHROMIUM === undefined)('GraphiQL in a real browser', () => {
   let browser: Browser | undefined;
+  let releaseTurn: (() => Promise<void>) | undefined;
+  // One browser file at a time (takeBrowserTurn): another's tabs would slow this file's timed renders.
   beforeAll(async () => {
+    releaseTurn = await takeBrowserTurn();
     browser = await launchChromium(CHROMIUM!);
-  });
+  }, 900_000);
   afterAll(async () => {
     await browser?.close();
+    await releaseTurn?.();
   });
 
   describe.each(dialects)('%s', (dialect) => {

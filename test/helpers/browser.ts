@@ -10,6 +10,9 @@
  * page makes anywhere else, so a test can fail on it.
  */
 import { accessSync, constants } from 'node:fs';
+import { open, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 
 /** Where Chromium is looked for: `CHROMIUM_PATH`, default Debian's `/usr/bin/chromium`. */
@@ -102,5 +105,44 @@ function onLoopback(url: string): boolean {
     return ['http:', 'https:', 'ws:', 'wss:'].includes(parsed.protocol) && parsed.hostname === '127.0.0.1';
   } catch {
     return false;
+  }
+}
+
+/** Where {@link takeBrowserTurn}'s lock lives: one per machine user, beside the test run. */
+const TURN_LOCK = join(tmpdir(), 'connector-store-browser-tests.lock');
+
+/**
+ * Waits until no other browser test file runs, then holds the turn until the
+ * returned release is called. The suite runs two files at once (two cores):
+ * a file that drives twelve tabs beside another's timed renders ("within a
+ * second") made the latter measure the machine, not the console. Files that
+ * start a browser take turns; the other worker meanwhile runs the rest of the
+ * suite. The lock file names its holder's pid, so one left by a crashed
+ * worker is taken over.
+ */
+export async function takeBrowserTurn(): Promise<() => Promise<void>> {
+  for (;;) {
+    try {
+      const handle = await open(TURN_LOCK, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return async () => {
+        if ((await readFile(TURN_LOCK, 'utf8').catch(() => '')) === String(process.pid)) await rm(TURN_LOCK, { force: true });
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = Number(await readFile(TURN_LOCK, 'utf8').catch(() => ''));
+    if (holder > 0 && !alive(holder)) await rm(TURN_LOCK, { force: true });
+    else await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
