@@ -55,7 +55,7 @@ export type ToTab =
 /**
  * How often the hub pings its tabs, and after how long without an answer it
  * drops one (a tab that crashed or was closed without `pagehide` says no
- * `bye`; Chrome also fires `close` on its port). A dropped tab that comes
+ * `bye`; a browser that supports it also fires `close` on its port). A dropped tab that comes
  * back (it was frozen) hears `dropped` and attaches again.
  */
 const PING_EVERY_MS = 4_000;
@@ -285,7 +285,7 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
             return;
         }
       };
-      // The other side's document is gone (Chrome 122+): no `bye` will come.
+      // The other side's document is gone, where the browser says so (MessagePort `close`): no `bye` will come.
       port.addEventListener('close', () => leave(tab));
       port.start();
     },

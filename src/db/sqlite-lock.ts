@@ -24,7 +24,8 @@ export interface ServerLock {
   release(): void;
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` still runs (on this machine). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -59,7 +60,7 @@ export function acquireSQLiteServerLock(path: string): ServerLock {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const holder = Number.parseInt(readFileSync(lockPath, 'utf8'), 10);
-      if (Number.isSafeInteger(holder) && holder !== process.pid && alive(holder)) {
+      if (Number.isSafeInteger(holder) && holder !== process.pid && processAlive(holder)) {
         throw new DatabaseInUseError(
           `another server (pid ${holder}) is already serving ${path}: an embedded SQLite database serves one process; use PostgreSQL (DATABASE_URL=postgres://…) for several replicas`,
         );

@@ -13,17 +13,15 @@
  * scenario; PostgreSQL the overview and the live claim.
  */
 import { mkdirSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser, BrowserContext, Page } from 'puppeteer-core';
+import type { BrowserContext, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
+import { generateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { findChromium, keepOnLoopback, launchChromium, takeBrowserTurn, type LoopbackGuard } from '../helpers/browser.js';
+import { browserForFile, findChromium, keepOnLoopback, type LoopbackGuard } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { postGraphQL, startDemoServer, type DemoServer, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
 
 const AUDIENCE = 'connector-store-console';
@@ -41,21 +39,12 @@ interface OpenPage {
 }
 
 describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
-  let browser: Browser | undefined;
-  let releaseTurn: (() => Promise<void>) | undefined;
   // One browser file at a time (takeBrowserTurn): another's tabs would slow this file's timed renders.
-  beforeAll(async () => {
-    releaseTurn = await takeBrowserTurn();
-    browser = await launchChromium(CHROMIUM!);
-  }, 900_000);
-  afterAll(async () => {
-    await browser?.close();
-    await releaseTurn?.();
-  });
+  const browser = browserForFile(CHROMIUM!);
 
   describe.each(dialects)('%s', (dialect) => {
     const full = dialect === 'sqlite';
-    let cwd: string;
+    let demo: DemoServer | undefined;
     let owner: LocalKey;
     let ownerToken: string;
     let servers: E2EServers | undefined;
@@ -64,19 +53,9 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
     let origin = '';
 
     beforeAll(async () => {
-      cwd = await mkdtemp(join(tmpdir(), 'cs-console-'));
       // The server's local key owns the demo rows and is the key the console signs in with.
-      owner = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
-      servers = await startE2EServers(dialect, {
-        audience: AUDIENCE,
-        serviceDID: generateLocalKey().did,
-        name: 'console',
-        env: { NODE_ENV: 'development' },
-        cwd,
-        args: ['--demo'],
-      });
-      origin = servers.server.origin;
-      ownerToken = await mintToken({ privateKey: owner.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+      demo = await startDemoServer(dialect, { audience: AUDIENCE, name: 'console' });
+      ({ localKey: owner, localToken: ownerToken, servers, origin } = demo);
       mkdirSync(SCREENSHOTS, { recursive: true });
     }, 90_000);
 
@@ -86,13 +65,12 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
         expect(errors).toEqual([]);
       }
       for (const context of contexts) await context.close().catch(() => {});
-      await servers?.dispose();
-      await rm(cwd, { recursive: true, force: true });
+      await demo?.dispose();
     });
 
     /** A page in its own browser context (its own sessionStorage), on the loopback guard. */
     async function openPage(width = 1280, height = 900): Promise<OpenPage> {
-      const context = await browser!.createBrowserContext();
+      const context = await browser().createBrowserContext();
       contexts.push(context);
       const page = await context.newPage();
       await page.setViewport({ width, height });

@@ -28,19 +28,17 @@
  * another host fails the test.
  */
 import { mkdirSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser, BrowserContext, Page } from 'puppeteer-core';
+import type { BrowserContext, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
+import type { LocalKey } from '../../src/auth/index.js';
 import { openDatabase, parseDatabaseURL, type DialectName } from '../../src/db/connect.js';
 import { createStoreContext } from '../../src/store/context.js';
-import { findChromium, launchChromium, takeBrowserTurn } from '../helpers/browser.js';
+import { browserForFile, findChromium } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { postGraphQL, startDemoServer, type DemoServer, type E2EServers } from '../helpers/e2e-server.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
 
@@ -235,21 +233,12 @@ async function eventStreamCounter(target: string): Promise<{ origin: string; ope
 }
 
 describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real browser', () => {
-  let browser: Browser | undefined;
-  let releaseTurn: (() => Promise<void>) | undefined;
   // One browser file at a time (takeBrowserTurn): another's tabs would slow this file's timed renders.
-  beforeAll(async () => {
-    releaseTurn = await takeBrowserTurn();
-    browser = await launchChromium(CHROMIUM!);
-  }, 900_000);
-  afterAll(async () => {
-    await browser?.close();
-    await releaseTurn?.();
-  });
+  const browser = browserForFile(CHROMIUM!);
 
   describe.each(dialects)('%s', (dialect) => {
     const shoot = dialect === dialects[0];
-    let cwd: string;
+    let demo: DemoServer | undefined;
     let owner: LocalKey;
     let ownerToken: string;
     let servers: E2EServers | undefined;
@@ -260,26 +249,15 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
     let origin = '';
 
     beforeAll(async () => {
-      cwd = await mkdtemp(join(tmpdir(), 'cs-console-live-'));
       // The server's local key owns the demo rows and is the key the console signs in with.
-      owner = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
-      servers = await startE2EServers(dialect, {
-        audience: AUDIENCE,
-        serviceDID: generateLocalKey().did,
-        name: 'console_live',
-        env: { NODE_ENV: 'development' },
-        cwd,
-        args: ['--demo'],
-      });
-      origin = servers.server.origin;
-      ownerToken = await mintToken({ privateKey: owner.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+      demo = await startDemoServer(dialect, { audience: AUDIENCE, name: 'console_live' });
+      ({ localKey: owner, localToken: ownerToken, servers, origin } = demo);
       mkdirSync(SCREENSHOTS, { recursive: true });
     }, 90_000);
 
     afterAll(async () => {
       for (const context of contexts) await context.close().catch(() => {});
-      await servers?.dispose();
-      await rm(cwd, { recursive: true, force: true });
+      await demo?.dispose();
       expect(foreign).toEqual([]);
       expect(pageErrors).toEqual([]);
     });
@@ -301,7 +279,7 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
     }
 
     async function newContext(): Promise<BrowserContext> {
-      const context = await browser!.createBrowserContext();
+      const context = await browser().createBrowserContext();
       contexts.push(context);
       return context;
     }

@@ -8,17 +8,15 @@
  * Chromium: CHROMIUM_PATH or /usr/bin/chromium (helpers/browser.ts).
  */
 import { mkdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser, HTTPResponse, Page } from 'puppeteer-core';
+import type { HTTPResponse, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, verifyBearerToken, type LocalKey } from '../../src/auth/index.js';
+import { verifyBearerToken, type LocalKey } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
-import { findChromium, keepOnLoopback, launchChromium, takeBrowserTurn } from '../helpers/browser.js';
+import { browserForFile, findChromium, keepOnLoopback } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { startDemoServer, type DemoServer, type E2EServers } from '../helpers/e2e-server.js';
 
 const AUDIENCE = 'connector-store-graphiql';
 const CHROMIUM = findChromium();
@@ -35,43 +33,25 @@ const exampleQueryAnswer = (page: Page) =>
   page.waitForResponse((response) => response.request().method() === 'POST' && (response.request().postData() ?? '').includes('serverInfo'), { timeout: 15_000 });
 
 describe.skipIf(CHROMIUM === undefined)('GraphiQL in a real browser', () => {
-  let browser: Browser | undefined;
-  let releaseTurn: (() => Promise<void>) | undefined;
   // One browser file at a time (takeBrowserTurn): another's tabs would slow this file's timed renders.
-  beforeAll(async () => {
-    releaseTurn = await takeBrowserTurn();
-    browser = await launchChromium(CHROMIUM!);
-  }, 900_000);
-  afterAll(async () => {
-    await browser?.close();
-    await releaseTurn?.();
-  });
+  const browser = browserForFile(CHROMIUM!);
 
   describe.each(dialects)('%s', (dialect) => {
-    let cwd: string;
+    let demo: DemoServer | undefined;
     let localKey: LocalKey;
     let servers: E2EServers | undefined;
     beforeAll(async () => {
-      cwd = await mkdtemp(join(tmpdir(), 'cs-graphiql-'));
       // The server's working directory holds the local key, so the test knows whose token the page must carry.
-      localKey = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
-      servers = await startE2EServers(dialect, {
-        audience: AUDIENCE,
-        serviceDID: generateLocalKey().did,
-        name: 'graphiql',
-        env: { NODE_ENV: 'development' },
-        cwd,
-        args: ['--demo'],
-      });
+      demo = await startDemoServer(dialect, { audience: AUDIENCE, name: 'graphiql' });
+      ({ localKey, servers } = demo);
     }, 60_000);
     afterAll(async () => {
-      await servers?.dispose();
-      await rm(cwd, { recursive: true, force: true });
+      await demo?.dispose();
     });
 
     it('opens with the example query and the local key’s token, runs it and shows the data; every request stays on 127.0.0.1', async () => {
       const { server } = servers!;
-      const page = await browser!.newPage();
+      const page = await browser().newPage();
       try {
         await page.setViewport({ width: 1600, height: 1000 });
         const guard = await keepOnLoopback(page);

@@ -14,6 +14,8 @@ import { open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll } from 'vitest';
+import { processAlive } from '../../src/db/sqlite-lock.js';
 
 /** Where Chromium is looked for: `CHROMIUM_PATH`, default Debian's `/usr/bin/chromium`. */
 export function chromiumPath(): string {
@@ -133,16 +135,28 @@ export async function takeBrowserTurn(): Promise<() => Promise<void>> {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
     const holder = Number(await readFile(TURN_LOCK, 'utf8').catch(() => ''));
-    if (holder > 0 && !alive(holder)) await rm(TURN_LOCK, { force: true });
+    if (holder > 0 && !processAlive(holder)) await rm(TURN_LOCK, { force: true });
     else await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+
+/**
+ * A browser for the whole of the calling `describe`: once this file's turn
+ * has come ({@link takeBrowserTurn}), Chromium starts; after the file it
+ * closes and the turn passes on. Returns the browser's getter.
+ */
+export function browserForFile(executablePath: string): () => Browser {
+  let browser: Browser | undefined;
+  let releaseTurn: (() => Promise<void>) | undefined;
+  // Waiting for the turn may take as long as the other browser files run.
+  beforeAll(async () => {
+    releaseTurn = await takeBrowserTurn();
+    browser = await launchChromium(executablePath);
+  }, 900_000);
+  afterAll(async () => {
+    await browser?.close();
+    await releaseTurn?.();
+  });
+  return () => browser!;
 }

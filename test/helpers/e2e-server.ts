@@ -5,9 +5,10 @@
  * first server migrates), teardown of both, and a GraphQL POST over HTTP.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
+import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type LocalKey } from '../../src/auth/index.js';
 import type { DialectName } from '../../src/db/connect.js';
 import { createScratchPostgresDatabase } from './postgres.js';
 import { startServerProcess, type ServerProcess } from './server-process.js';
@@ -182,4 +183,37 @@ export async function postGraphQL<T = any>(
     body: JSON.stringify({ query, variables }),
   });
   return { status: response.status, body: (await response.json()) as GraphQLBody<T> };
+}
+
+/** A development server with the demo data, as a browser test uses it: see {@link startDemoServer}. */
+export interface DemoServer {
+  /** The server's working directory (where its local key lives). */
+  cwd: string;
+  /** The server's local key: it owns the demo rows, and a loopback page signs in as it. */
+  localKey: LocalKey;
+  /** A bearer token of the local key for `audience` (1 h). */
+  localToken: string;
+  servers: E2EServers;
+  origin: string;
+  /** Stops the server and removes its working directory. */
+  dispose(): Promise<void>;
+}
+
+/** `npm start -- --demo` in development, in a fresh working directory whose local key the test knows. */
+export async function startDemoServer(dialect: DialectName, { audience, name }: { audience: string; name: string }): Promise<DemoServer> {
+  const cwd = await mkdtemp(join(tmpdir(), `cs-${name}-`));
+  const localKey = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
+  const servers = await startE2EServers(dialect, { audience, serviceDID: generateLocalKey().did, name, env: { NODE_ENV: 'development' }, cwd, args: ['--demo'] });
+  const localToken = await mintToken({ privateKey: localKey.privateKey, audience, ttlSeconds: 3600 });
+  return {
+    cwd,
+    localKey,
+    localToken,
+    servers,
+    origin: servers.server.origin,
+    dispose: async () => {
+      await servers.dispose();
+      await rm(cwd, { recursive: true, force: true });
+    },
+  };
 }

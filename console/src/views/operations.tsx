@@ -74,6 +74,19 @@ function toLocalInput(iso: string | null): string {
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
 }
 
+/** An operation as a table names it: its idempotency key (linking to its page), what it does and its document. */
+export function OperationName({ op }: { op: Pick<ConsoleOperationRowFragment, 'id' | 'operationID' | 'op' | 'documentID'> }) {
+  return (
+    <>
+      <Link to={`/operations/${encodeURIComponent(op.id)}`}>{op.operationID}</Link>
+      <div className="sub muted">
+        {op.op.toLowerCase()}
+        {op.documentID !== null ? ` · ${op.documentID}` : ''}
+      </div>
+    </>
+  );
+}
+
 export function Operations({ route }: { route: Route }) {
   const { params } = route;
   const filter = useMemo(() => filterFromParams(params), [params.toString()]); // eslint-disable-line react-hooks/exhaustive-deps
@@ -306,11 +319,7 @@ export function Operations({ route }: { route: Route }) {
                       />
                     </td>
                     <td>
-                      <Link to={`/operations/${encodeURIComponent(op.id)}`}>{op.operationID}</Link>
-                      <div className="sub muted">
-                        {op.op.toLowerCase()}
-                        {op.documentID !== null ? ` · ${op.documentID}` : ''}
-                      </div>
+                      <OperationName op={op} />
                     </td>
                     <td>
                       <Badge value={op.state} />

@@ -9,6 +9,7 @@ import { useQuery } from 'urql';
 import { ConsoleSearchDocument, type ConsoleOperationRowFragment } from '../../../client/generated/graphql';
 import { Link, withParams, type Route } from '../router';
 import { Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
+import { OperationName } from './operations';
 
 /** Whether `text` is shaped like a DID (did:method:identifier), so it can be looked up as an owner. */
 export function looksLikeDID(text: string): boolean {
@@ -77,11 +78,7 @@ export function Search({ route }: { route: Route }) {
                   {rows.map((op) => (
                     <tr key={op.id} data-operation-id={op.operationID}>
                       <td>
-                        <Link to={`/operations/${encodeURIComponent(op.id)}`}>{op.operationID}</Link>
-                        <div className="sub muted">
-                          {op.op.toLowerCase()}
-                          {op.documentID !== null ? ` · ${op.documentID}` : ''}
-                        </div>
+                        <OperationName op={op} />
                       </td>
                       <td>
                         <Badge value={op.state} />
