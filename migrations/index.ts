@@ -15,6 +15,7 @@ import { syncStateProgressedAtMigration } from './0007-sync-state-progressed-at.
 import { operationOwnerForeignIndexMigration } from './0008-operation-owner-foreign-index.js';
 import { everyRowIndexesFencedMigration } from './0009-every-row-indexes-fenced.js';
 import { operationIDIndexMigration } from './0010-operation-id-index.js';
+import { operationActivityMigration } from './0011-operation-activity.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -31,5 +32,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0008-operation-owner-foreign-index': operationOwnerForeignIndexMigration(types),
     '0009-every-row-indexes-fenced': everyRowIndexesFencedMigration(types),
     '0010-operation-id-index': operationIDIndexMigration(types),
+    '0011-operation-activity': operationActivityMigration(types),
   };
 }

@@ -4,6 +4,7 @@ import './errors.js';
 import './connections.js';
 import './server-info.js';
 import './operation.js';
+import './activity.js';
 import './watch.js';
 import './sync-state.js';
 import './entity-trim.js';

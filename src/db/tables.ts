@@ -101,6 +101,38 @@ export interface OperationTotalTable {
   n: number;
 }
 
+/**
+ * What happened to operations in one UTC hour (migration 0011), kept by
+ * triggers: `outcome` is 'committed' or a recorded outcome kind; `hour` the
+ * hour's start (ms epoch); `shard` spreads one hour over 8 rows. Never
+ * decremented; retention prunes old hours.
+ */
+export interface OperationActivityTable {
+  caller_did: string;
+  hour: number;
+  owner_did: string;
+  connector_name: string;
+  outcome: string;
+  shard: number;
+  n: number;
+}
+
+/** {@link OperationActivityTable} without caller and owner (migration 0011): a service's series over everyone; 16 shards. */
+export interface OperationActivityTotalTable {
+  hour: number;
+  connector_name: string;
+  outcome: string;
+  shard: number;
+  n: number;
+}
+
+/** The due backlog counted at the start of one sampling slot (migration 0011); `capped`: 1 when the count stopped at the cap. */
+export interface BacklogSampleTable {
+  sampled_at: number;
+  due: number;
+  capped: number;
+}
+
 /** One attempt of an operation (migration 0005), newest has the highest `seq`. */
 export interface OperationHistoryTable {
   caller_did: string;
@@ -223,6 +255,9 @@ export interface Database {
   kubun_connector_operation_count: OperationCountTable;
   kubun_connector_operation_total: OperationTotalTable;
   kubun_connector_operation_history: OperationHistoryTable;
+  kubun_connector_operation_activity: OperationActivityTable;
+  kubun_connector_operation_activity_total: OperationActivityTotalTable;
+  kubun_connector_backlog_sample: BacklogSampleTable;
   kubun_connector_projection_watch: ProjectionWatchTable;
   kubun_connector_observation_records: ObservationRecordsTable;
   kubun_connector_observation_repair: ObservationRepairTable;

@@ -89,6 +89,7 @@ const EnvSchema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: int(1_000, 3_600_000).default(30_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1_000, 600_000).default(65_000),
   RETENTION_INTERVAL_MS: int(0, 86_400_000).default(300_000),
+  BACKLOG_SAMPLE_INTERVAL_MS: int(0, 3_600_000).default(300_000),
   IDEMPOTENCY_WINDOW_MS: int(60_000, 30 * 86_400_000).default(86_400_000),
   DEAD_RETENTION_MS: int(60_000, 365 * 86_400_000).default(7 * 86_400_000),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
@@ -182,6 +183,8 @@ export interface ServerConfig {
     idempotencyWindowMs: number;
     /** How long dead operations and their attempt history are kept for operators. */
     deadRetentionMs: number;
+    /** Spacing of the due-backlog samples the overview's backlog chart draws (one per slot across replicas); 0 takes none. */
+    backlogSampleIntervalMs: number;
   };
   shutdownGraceMs: number;
   /** Requests per window per viewer DID and per client IP (0: no limit); shared by replicas on Postgres. */
@@ -270,7 +273,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,
       webSocketInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
     },
-    jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS, deadRetentionMs: e.DEAD_RETENTION_MS },
+    jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS, deadRetentionMs: e.DEAD_RETENTION_MS, backlogSampleIntervalMs: e.BACKLOG_SAMPLE_INTERVAL_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     rateLimits: { perViewer: e.RATE_LIMIT_PER_VIEWER, perIP: e.RATE_LIMIT_PER_IP, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, store: e.RATE_LIMIT_STORE },
     http: { headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS, requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS },

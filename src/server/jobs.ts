@@ -10,6 +10,7 @@
  * here needs to be coordinated in process memory.
  */
 import type { StoreContext } from '../store/context.js';
+import { sampleDueBacklog } from '../store/activity/index.js';
 import { deleteExpiredPendingAuth } from '../store/pending-auth/index.js';
 import { runRetention } from '../store/retention/index.js';
 import type { ServerConfig } from './config.js';
@@ -32,7 +33,7 @@ export type JobRunResult =
  * `idempotencyWindowMs`, expired authorizations the sweep raced with, settled
  * sweep candidates of committed receipts).
  */
-export function serverJobs(jobs: ServerConfig['jobs']): BackgroundJob[] {
+export function serverJobs(jobs: Pick<ServerConfig['jobs'], 'idempotencyWindowMs' | 'deadRetentionMs'>): BackgroundJob[] {
   return [
     {
       name: 'pending-auth-expiry',
@@ -47,6 +48,26 @@ export function serverJobs(jobs: ServerConfig['jobs']): BackgroundJob[] {
     },
   ];
 }
+
+/**
+ * The due-backlog sampler: one sample per slot of `intervalMs` (the first
+ * replica to reach a slot takes it; the others find it taken). Scheduled
+ * five times a slot ({@link backlogSamplerTickMs}), so a slow tick or a
+ * replica restart does not leave a slot empty.
+ */
+export function backlogSamplerJob(intervalMs: number): BackgroundJob {
+  return {
+    name: 'backlog-sample',
+    run: async (store) => {
+      const result = await sampleDueBacklog(store, intervalMs);
+      // Only counts are summarised as "changed": a sample taken is 1, a slot already taken 0.
+      return result.sampled ? { sampled: 1, due: result.due, capped: result.capped } : { sampled: 0 };
+    },
+  };
+}
+
+/** How often the backlog sampler ticks for slots of `intervalMs`: five times a slot, at most once a second. */
+export const backlogSamplerTickMs = (intervalMs: number): number => (intervalMs === 0 ? 0 : Math.max(1_000, Math.floor(intervalMs / 5)));
 
 /**
  * Runs every job once, one after the other, on the root store (not inside a

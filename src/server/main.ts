@@ -17,7 +17,7 @@ import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { developmentCredentialsAllowed, loadDevelopmentCredentials, type DevelopmentCredentials } from './dev-credentials.js';
-import { serverJobs, startBackgroundJobs } from './jobs.js';
+import { backlogSamplerJob, backlogSamplerTickMs, serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
 import { attachGraphQLWebSocket } from './websocket.js';
@@ -153,6 +153,12 @@ async function main(): Promise<void> {
     intervalMs: config.jobs.retentionIntervalMs,
     jobs: serverJobs(config.jobs),
   });
+  const sampler = startBackgroundJobs({
+    store: createStoreContext(database.db, database.dialect),
+    logger: logger.child({ component: 'jobs' }),
+    intervalMs: backlogSamplerTickMs(config.jobs.backlogSampleIntervalMs),
+    jobs: [backlogSamplerJob(config.jobs.backlogSampleIntervalMs)],
+  });
   if (shouldPrintDevelopmentBanner(config)) {
     // Human-readable and carrying a token: stderr, never the JSON log.
     await developmentBanner({ config, port, cwd: process.cwd(), ...(developmentCredentials !== undefined && { credentials: developmentCredentials }) }).then(
@@ -172,7 +178,7 @@ async function main(): Promise<void> {
     // WebSocket clients are told to go away (they reconnect elsewhere); upgrades stop.
     const websocketClosed = websocket.close().catch((error: unknown) => logger.warn({ err: error }, 'closing WebSocket clients failed'));
     // Jobs stop with readiness: a run in progress finishes before the pool closes.
-    const jobsStopped = jobs.stop();
+    const jobsStopped = Promise.all([jobs.stop(), sampler.stop()]);
     // Keep accepting for the drain period, so load balancers see /readyz fail
     // and stop sending before the listener closes.
     setTimeout(() => {

@@ -168,6 +168,16 @@ const CASES: Case[] = [
     refused: (data) => expect(data.result.every((c: { count: number }) => c.count === 0)).toBe(true),
   },
   {
+    name: 'operationActivity',
+    query: 'query($connectorName: String) { result: operationActivity(connectorName: $connectorName) { buckets { start committed retryable } } }',
+    variables: () => ({ connectorName: 'google' }),
+    unknown: () => ({ connectorName: `unknown-${randomBytes(4).toString('hex')}` }),
+    allowed: ['owner', 'caller', 'service'],
+    // The committed operation was finalized in the current hour.
+    ok: (data) => expect(data.result.buckets.at(-1).committed).toBe(1),
+    refused: (data) => expect(data.result.buckets.every((b: { committed: number; retryable: number }) => b.committed === 0 && b.retryable === 0)).toBe(true),
+  },
+  {
     name: 'operationByKey',
     query: 'query($operationID: String!, $callerDID: DID) { result: operationByKey(operationID: $operationID, callerDID: $callerDID) { id } }',
     variables: (w) => ({ operationID: w.live.operation.operationID, callerDID: w.dids.bob }),

@@ -117,6 +117,7 @@ describe('server configuration', () => {
     HTTP_REQUEST_TIMEOUT_MS: ['10', 'must be an integer from 1000 to 3600000 (got "10")'],
     HTTP_KEEP_ALIVE_TIMEOUT_MS: ['10', 'must be an integer from 1000 to 600000 (got "10")'],
     RETENTION_INTERVAL_MS: ['5m', 'must be an integer from 0 to 86400000 (got "5m")'],
+    BACKLOG_SAMPLE_INTERVAL_MS: ['7200000', 'must be an integer from 0 to 3600000 (got "7200000")'],
     IDEMPOTENCY_WINDOW_MS: ['1000', 'must be an integer from 60000 to 2592000000 (got "1000")'],
     DEAD_RETENTION_MS: ['1000', 'must be an integer from 60000 to 31536000000 (got "1000")'],
     SHUTDOWN_GRACE_MS: ['-1', 'must be an integer from 0 to 600000 (got "-1")'],

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { DEFAULT_DEAD_RETENTION_MS, DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../../src/store/retention/index.js';
-import { runJobsOnce, serverJobs, startBackgroundJobs, type BackgroundJob } from '../../src/server/jobs.js';
+import { backlogSamplerJob, backlogSamplerTickMs, runJobsOnce, serverJobs, startBackgroundJobs, type BackgroundJob } from '../../src/server/jobs.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { countRows, insertCandidateRow, insertOperationRow, insertPendingAuthRow, insertReceiptRow } from '../helpers/row-fixtures.js';
 import { captureLogs } from './log-capture.js';
@@ -18,6 +18,24 @@ async function waitFor(done: () => boolean, ms = 5_000): Promise<void> {
 }
 
 describeEachDialect('background jobs', (suite) => {
+  it('the backlog sampler takes one sample per slot (logged at info), ticking five times a slot', async () => {
+    const { store, clock } = suite;
+    await insertOperationRow(store, { state: 'attempted', next_attempt_at: clock.now() - 1, lease_token: null, lease_expires_at: null });
+    const logs = captureLogs();
+    const job = backlogSamplerJob(300_000);
+    expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ name: 'backlog-sample', ok: true, summary: { sampled: 1, due: 1, capped: false } });
+    expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ ok: true, summary: { sampled: 0 } });
+    clock.advance(300_000);
+    expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ ok: true, summary: { sampled: 1 } });
+    expect(await countRows(store, 'kubun_connector_backlog_sample')).toBe(2);
+    expect(logs.entries().filter((e) => e.msg === 'background job done').map((e) => [e.job, e.level])).toEqual([
+      ['backlog-sample', 30],
+      ['backlog-sample', 20],
+      ['backlog-sample', 30],
+    ]);
+    expect([backlogSamplerTickMs(300_000), backlogSamplerTickMs(2_000), backlogSamplerTickMs(0)]).toEqual([60_000, 1_000, 0]);
+  });
+
   it('a tick deletes expired authorizations and finished operations past the window, and keeps live ones', async () => {
     const { store, clock } = suite;
     const now = clock.now();

@@ -23,7 +23,7 @@ describeEachDialect('retention', (suite) => {
     const fresh = await insertOperationRow(store, { state: 'dead', updated_at: now });
 
     const result = await runRetention(store);
-    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, complete: true });
+    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, activityRows: 0, complete: true });
     const left = await store.db.selectFrom('kubun_connector_operation').select('operation_id').orderBy('operation_id').execute();
     expect(left.map((r) => r.operation_id).sort()).toEqual([boundary.operation_id, fresh.operation_id].sort());
     expect(left.map((r) => r.operation_id)).not.toContain(old.operation_id);
@@ -81,7 +81,7 @@ describeEachDialect('retention', (suite) => {
     }
 
     const result = await runRetention(store, { batchSize: 2 });
-    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, complete: true });
+    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, activityRows: 0, complete: true });
     expect(await countRows(store, 'kubun_connector_operation')).toBe(0);
     expect(await countRows(store, 'kubun_connector_pending_auth')).toBe(0);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(0);

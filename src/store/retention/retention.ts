@@ -11,6 +11,7 @@
  */
 import { sql } from 'kysely';
 import type { StoreContext } from '../context.js';
+import { ACTIVITY_RETENTION_MS, pruneActivityBatch } from '../activity/activity.js';
 import { TERMINAL_OPERATION_STATES } from '../operations/types.js';
 import { TERMINAL_SWEEP_CANDIDATE_STATES } from '../sweeps/types.js';
 import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
@@ -38,6 +39,8 @@ export interface RetentionOptions {
    * key stays taken as long (a claim of it answers DEAD). Default 7 days.
    */
   deadRetentionMs?: number;
+  /** How long hourly activity counters and due-backlog samples are kept (by their hour / slot). Default 8 days. */
+  activityRetentionMs?: number;
   /** Rows deleted per statement. Default 500. */
   batchSize?: number;
   /** At most this many batches per kind of row in one run. Default: until a batch comes back short. */
@@ -54,6 +57,8 @@ export interface RetentionResult {
   pendingAuthorizations: number;
   /** Terminal (`applied` / `kept` / `failed`) candidates of committed receipts. */
   sweepCandidates: number;
+  /** Hourly activity counter rows (viewer and total tables) and due-backlog samples older than the activity retention. */
+  activityRows: number;
   /** False when `maxBatches` stopped a kind while its last batch was still full. */
   complete: boolean;
 }
@@ -61,13 +66,16 @@ export interface RetentionResult {
 /**
  * Deletes finished operations whose `updated_at < now - idempotencyWindowMs`
  * (exactly at the boundary stays), pending authorizations with
- * `expires_at < now` (strict, as consume treats them), and terminal sweep
- * candidates of committed receipts. Returns how many rows of each kind went.
+ * `expires_at < now` (strict, as consume treats them), terminal sweep
+ * candidates of committed receipts, and activity counters and backlog
+ * samples older than `activityRetentionMs`. Returns how many rows of each kind went.
  */
 export async function runRetention(store: StoreContext, options: RetentionOptions = {}): Promise<RetentionResult> {
   const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
   const deadMs = options.deadRetentionMs ?? DEFAULT_DEAD_RETENTION_MS;
   requireNonNegativeInteger('deadRetentionMs', deadMs);
+  const activityMs = options.activityRetentionMs ?? ACTIVITY_RETENTION_MS;
+  requireNonNegativeInteger('activityRetentionMs', activityMs);
   const batchSize = options.batchSize ?? DEFAULT_RETENTION_BATCH_SIZE;
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   requireNonNegativeInteger('idempotencyWindowMs', windowMs);
@@ -155,5 +163,10 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     return Number(result.numDeletedRows);
   });
 
-  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, complete };
+  let activityRows = 0;
+  for (const table of ['activity', 'totals', 'backlog'] as const) {
+    activityRows += await drain(() => pruneActivityBatch(store, table, now - activityMs, batchSize));
+  }
+
+  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, activityRows, complete };
 }
