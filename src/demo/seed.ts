@@ -6,7 +6,9 @@
  * sync-state and receipt keys), and an item whose key already exists is
  * left alone, so running the demo twice writes nothing new. Two things are
  * refreshed on a re-run because they only make sense while live: the lease
- * of the in-flight operation and the claim of the claimed watch.
+ * of the in-flight operation and the claim of the claimed watch. The week
+ * before the items (`week.ts`) goes into the activity counters and backlog
+ * samples as an import, each hour once.
  */
 import { createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { resolve } from 'node:path';
@@ -21,7 +23,9 @@ import * as watches from '../store/projection-watches/index.js';
 import type { ProjectionWatchIdentity } from '../store/projection-watches/index.js';
 import { getSweepReceipt, recordSweepApplyFailure, recordSweepOutcome, recordSweepReceipt } from '../store/sweeps/index.js';
 import { getSyncState, setSyncState } from '../store/sync-state/index.js';
+import { importActivity, importBacklogSamples } from '../store/activity/index.js';
 import { DEMO_ITEMS, MinutesAgo, type DemoItem, type DemoRole, type DemoWatchIdentity, type DemoWrite } from './data.js';
+import { demoWeek } from './week.js';
 
 const MINUTE = 60_000;
 
@@ -81,6 +85,10 @@ export async function seedDemoData(store: StoreContext, options: SeedDemoDataOpt
       if (await seeder.write(item)) result.created += 1;
       else result.existing += 1;
     }
+    // The week before, for the overview's charts (counters only; see week.ts).
+    const week = demoWeek(anchor, dids);
+    await importActivity(tx, week.activity);
+    await importBacklogSamples(tx, week.backlog);
   });
   return result;
 }

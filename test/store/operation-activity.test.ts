@@ -10,7 +10,7 @@
  */
 import { CompiledQuery } from 'kysely';
 import { expect, it } from 'vitest';
-import { ACTIVITY_RETENTION_MS, HOUR_MS, hourOf, readOperationActivity, sampleDueBacklog } from '../../src/store/activity/index.js';
+import { ACTIVITY_RETENTION_MS, HOUR_MS, hourOf, importActivity, importBacklogSamples, readOperationActivity, sampleDueBacklog } from '../../src/store/activity/index.js';
 import { finalizeOperationAndArmWatch } from '../../src/store/finalize/index.js';
 import { recordOperationOutcome, startOperationAttempt, type OperationFence } from '../../src/store/operations/index.js';
 import { runRetention } from '../../src/store/retention/index.js';
@@ -219,5 +219,52 @@ describeEachDialect('operations: activity by hour', (suite) => {
     expect(activity.buckets[0]!.counts).toEqual({ ...ZERO, committed: 30, retryable: 10 });
     const owner = await readOperationActivity(suite.store, { visibleTo: OWNER, hours: 1 });
     expect(owner.buckets[0]!.counts).toEqual({ ...ZERO, committed: 10, retryable: 10 });
+  });
+});
+
+describeEachDialect('operations: activity imports', (suite) => {
+  it('adds each entry once, to the viewer rows and the totals; a second import adds nothing', async () => {
+    const now = suite.clock.current;
+    const entries = [
+      { at: now - 30 * HOUR_MS, callerDID: CALLER, ownerDID: OWNER, connectorName: 'google', outcome: 'committed' as const, count: 7 },
+      { at: now - 30 * HOUR_MS + 60_000, callerDID: OTHER_OWNER, ownerDID: OTHER_OWNER, connectorName: 'google', outcome: 'committed' as const, count: 3 },
+      { at: now - 2 * HOUR_MS, callerDID: CALLER, ownerDID: OWNER, connectorName: 'github', outcome: 'retryable' as const, count: 2 },
+    ];
+    expect(await importActivity(suite.store, entries)).toBe(3);
+    expect(await importActivity(suite.store, entries)).toBe(0);
+    const week = await readOperationActivity(suite.store, { visibleTo: null, hours: 168 });
+    const byAgo = (activity: typeof week) =>
+      activity.buckets.filter((b) => Object.values(b.counts).some((n) => n > 0)).map((b) => [(activity.to - HOUR_MS - b.start) / HOUR_MS, b.counts.committed, b.counts.retryable]);
+    expect(byAgo(week)).toEqual([
+      [30, 10, 0],
+      [2, 0, 2],
+    ]);
+    expect(byAgo(await readOperationActivity(suite.store, { visibleTo: OWNER, hours: 168 }))).toEqual([
+      [30, 7, 0],
+      [2, 0, 2],
+    ]);
+    // Real activity in an imported hour adds to it.
+    const a = await claimFresh(suite.store, { operationID: 'a', connectorName: 'github' });
+    suite.clock.advance(-2 * HOUR_MS);
+    await startOperationAttempt(suite.store, a.fence);
+    await recordOperationOutcome(suite.store, { ...a.fence, kind: 'retryable', lastHTTPStatus: null });
+    suite.clock.advance(2 * HOUR_MS);
+    expect(byAgo(await readOperationActivity(suite.store, { visibleTo: null, hours: 168 }))).toEqual([
+      [30, 10, 0],
+      [2, 0, 3],
+    ]);
+
+    const samples = [{ sampledAt: now - 5 * HOUR_MS, due: 12 }, { sampledAt: now - 4 * HOUR_MS, due: 40, capped: true }];
+    expect(await importBacklogSamples(suite.store, samples)).toBe(2);
+    expect(await importBacklogSamples(suite.store, samples)).toBe(0);
+    const backlog = (await readOperationActivity(suite.store, { visibleTo: null, hours: 24 })).buckets.filter((b) => b.dueBacklog !== null);
+    expect(backlog.map((b) => [b.dueBacklog, b.dueBacklogCapped])).toEqual([
+      [12, false],
+      [40, true],
+    ]);
+
+    await expect(importActivity(suite.store, [{ ...entries[0]!, outcome: 'exploded' as never }])).rejects.toThrow(/outcome/);
+    await expect(importActivity(suite.store, [{ ...entries[0]!, count: 0 }])).rejects.toThrow(/count/);
+    await expect(importBacklogSamples(suite.store, [{ sampledAt: now, due: -1 }])).rejects.toThrow(/due/);
   });
 });

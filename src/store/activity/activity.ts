@@ -10,10 +10,10 @@
  * (the totals' primary key; a viewer's caller and owner indexes).
  */
 import { sql } from 'kysely';
-import type { StoreContext } from '../context.js';
+import { inTransaction, type StoreContext } from '../context.js';
 import { countUpTo } from '../count.js';
 import { dueOperationsQuery } from '../operations/due.js';
-import { requireNonEmptyString, requirePositiveInteger } from '../validate.js';
+import { requireMsEpoch, requireNonEmptyString, requireNonNegativeInteger, requireOneOf, requirePositiveInteger } from '../validate.js';
 
 const ACTIVITY = 'kubun_connector_operation_activity';
 const ACTIVITY_TOTAL = 'kubun_connector_operation_activity_total';
@@ -197,4 +197,94 @@ export async function pruneActivityBatch(store: StoreContext, table: 'activity' 
           store.db,
         );
   return Number(result.numAffectedRows ?? 0);
+}
+
+/** Counts to add to one hour of one caller/owner/connector, for {@link importActivity}. */
+export interface ImportedActivity {
+  /** Any instant in the hour (ms epoch); counted in the hour that holds it. */
+  at: number;
+  callerDID: string;
+  ownerDID: string;
+  connectorName: string;
+  outcome: ActivityOutcome;
+  count: number;
+}
+
+/**
+ * Adds activity that happened before this store kept counters (an import, or
+ * the demo's imagined week), in one transaction: each (hour, caller, owner,
+ * connector, outcome) is written once, as a row of its own shard-0 slot, and
+ * added to the totals only when that row was new, so importing the same
+ * entries again adds nothing. Returns how many entries were new.
+ */
+export async function importActivity(store: StoreContext, entries: readonly ImportedActivity[]): Promise<number> {
+  for (const entry of entries) {
+    requireNonEmptyString('callerDID', entry.callerDID);
+    requireNonEmptyString('ownerDID', entry.ownerDID);
+    requireNonEmptyString('connectorName', entry.connectorName);
+    requireOneOf('outcome', entry.outcome, ACTIVITY_OUTCOMES);
+    requireMsEpoch('at', entry.at);
+    requirePositiveInteger('count', entry.count);
+  }
+  return inTransaction(store, async (tx) => {
+    let added = 0;
+    for (let i = 0; i < entries.length; i += IMPORT_CHUNK) {
+      const chunk = entries.slice(i, i + IMPORT_CHUNK);
+      const inserted = await tx.db
+        .insertInto(ACTIVITY)
+        .values(
+          chunk.map((entry) => ({
+            caller_did: entry.callerDID,
+            hour: hourOf(entry.at),
+            owner_did: entry.ownerDID,
+            connector_name: entry.connectorName,
+            outcome: entry.outcome,
+            shard: 0,
+            n: entry.count,
+          })),
+        )
+        .onConflict((oc) => oc.columns(['caller_did', 'hour', 'owner_did', 'connector_name', 'outcome', 'shard']).doNothing())
+        .returning(['hour', 'connector_name', 'outcome', 'n'])
+        .execute();
+      // Rows of one hour, connector and outcome from several callers meet in one total.
+      const totals = new Map<string, { hour: number; connector_name: string; outcome: string; shard: number; n: number }>();
+      for (const row of inserted) {
+        const key = JSON.stringify([row.hour, row.connector_name, row.outcome]);
+        const total = totals.get(key) ?? { hour: Number(row.hour), connector_name: row.connector_name, outcome: row.outcome, shard: 0, n: 0 };
+        total.n += Number(row.n);
+        totals.set(key, total);
+      }
+      if (totals.size > 0) {
+        await tx.db
+          .insertInto(ACTIVITY_TOTAL)
+          .values([...totals.values()])
+          .onConflict((oc) => oc.columns(['hour', 'connector_name', 'outcome', 'shard']).doUpdateSet((eb) => ({ n: eb(`${ACTIVITY_TOTAL}.n` as 'n', '+', eb.ref('excluded.n')) })))
+          .execute();
+      }
+      added += inserted.length;
+    }
+    return added;
+  });
+}
+
+/** Rows per INSERT of an import: well under SQLite's bound-parameter limit. */
+const IMPORT_CHUNK = 200;
+
+/** Backlog samples taken before this store kept them (the demo's week); a slot already sampled keeps its sample. Returns how many were new. */
+export async function importBacklogSamples(store: StoreContext, samples: readonly { sampledAt: number; due: number; capped?: boolean }[]): Promise<number> {
+  for (const sample of samples) {
+    requireMsEpoch('sampledAt', sample.sampledAt);
+    requireNonNegativeInteger('due', sample.due);
+  }
+  let added = 0;
+  for (let i = 0; i < samples.length; i += IMPORT_CHUNK) {
+    const inserted = await store.db
+      .insertInto(BACKLOG)
+      .values(samples.slice(i, i + IMPORT_CHUNK).map((sample) => ({ sampled_at: sample.sampledAt, due: sample.due, capped: sample.capped === true ? 1 : 0 })))
+      .onConflict((oc) => oc.column('sampled_at').doNothing())
+      .returning('sampled_at')
+      .execute();
+    added += inserted.length;
+  }
+  return added;
 }
