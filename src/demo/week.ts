@@ -1,20 +1,22 @@
 /**
  * The demo's week before today, for the overview's charts: hourly activity
  * (commits, retries, deferrals, the odd unknown and fatal outcome) and the
- * due backlog sampled once an hour, from seven days ago up to six hours
- * before the demo's anchor (the demo items tell the last few hours).
+ * due backlog sampled once an hour, from seven days ago up to the hour
+ * before the demo's anchor; the demo items add their own events of the last
+ * few hours on top.
  *
  * Written into the counters as an import (`importActivity`,
  * `importBacklogSamples`), not replayed as operations: a week of write-backs
- * would leave hundreds of operations and watches in the demo's lists, where
- * a real store would long have let retention take them. Every figure is a
+ * would leave hundreds of operations and watches in the demo's lists, which
+ * are there to show one of each case. So the charts count more commits than
+ * the lists hold, as they would after retention (24 h for committed work). Every figure is a
  * function of the absolute UTC hour, so a later run writes the same hours
  * the same way (and an import adds each hour once).
  */
 import { HOUR_MS, hourOf, MAX_ACTIVITY_HOURS, type ImportedActivity } from '../store/activity/index.js';
 
-/** The hours before the anchor the demo items cover; the week ends there. */
-const STORY_HOURS = 6;
+/** The imported week ends this many hours before the anchor's hour (the current hour is the demo items' alone). */
+const STORY_HOURS = 1;
 
 /** A number in [0, 1) fixed by `k` and `salt` (a 32-bit integer hash). */
 function noise(k: number, salt: number): number {

@@ -7,7 +7,8 @@
  * second without a reload, filtering by state and keyset paging both ways
  * work, retrying a dead operation from its detail page changes its state, a
  * stranger's token sees none of the owner's rows, and a refused token sends
- * the user back to sign-in with the server's message. Every request of every
+ * the user back to sign-in with the server's message. The overview's charts
+ * draw the API's hourly activity and (for a service) backlog to scale. Every request of every
  * page stays on 127.0.0.1. Screenshots of each view go to
  * test-output/screenshots/console-*.png (ignored by git). SQLite runs every
  * scenario; PostgreSQL the overview and the live claim.
@@ -109,6 +110,117 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect(await page.evaluate(() => ({ local: localStorage.length, session: Object.keys(sessionStorage) }))).toEqual({ local: 0, session: ['connector-store-console.session'] });
       await page.waitForSelector('[data-testid=counts-by-connector] tbody tr');
       await shot(page, 'overview');
+    });
+
+    /** What the overview's charts drew, read off the SVG: every bar and point with its hour and value, and each chart's scale. */
+    const drawn = (page: Page) =>
+      page.evaluate(() => {
+        const chart = document.querySelector('[data-testid=outcome-chart]')!;
+        const backlog = document.querySelector('[data-testid=backlog-chart]');
+        return {
+          hours: [...chart.querySelectorAll(':scope > g[data-start]')].map((g) => g.getAttribute('data-start')),
+          yMax: Number(chart.getAttribute('data-y-max')),
+          plotHeight: Number(chart.getAttribute('data-plot-height')),
+          topLabel: [...chart.querySelectorAll('[data-testid=y-label]')].at(-1)?.textContent,
+          bars: [...chart.querySelectorAll('[data-testid=activity-bar]')].map((bar) => ({
+            start: bar.getAttribute('data-start'),
+            outcome: bar.getAttribute('data-outcome'),
+            count: Number(bar.getAttribute('data-count')),
+            height: Number(bar.getAttribute('height')),
+          })),
+          backlog:
+            backlog === null
+              ? null
+              : {
+                  yMax: Number(backlog.getAttribute('data-y-max')),
+                  plotHeight: Number(backlog.getAttribute('data-plot-height')),
+                  points: [...backlog.querySelectorAll('[data-testid=backlog-point]')].map((point) => ({
+                    start: point.getAttribute('data-start'),
+                    count: Number(point.getAttribute('data-count')),
+                    cy: Number(point.getAttribute('cy')),
+                  })),
+                },
+          backlogNote: document.querySelector('[data-testid=backlog-not-included]') !== null,
+        };
+      });
+    type Activity = { from: string; backlogIncluded: boolean; buckets: ({ start: string; dueBacklog: number | null } & Record<string, number | string | null>)[] };
+    const OUTCOMES = ['committed', 'retryable', 'unknown', 'fatal', 'offline', 'auth'] as const;
+    /** Checks the drawn charts against the API's answer for `window` as `token`; an hour turning between the two reads is read again. */
+    async function expectChartsMatchAPI(page: Page, window: 'LAST_24_HOURS' | 'LAST_7_DAYS', token: string) {
+      for (let attempt = 0; ; attempt++) {
+        const shown = await drawn(page);
+        const { operationActivity: api } = await (async () => {
+          const { status, body } = await postGraphQL<{ operationActivity: Activity }>(
+            servers!.server,
+            token,
+            `query($window: ActivityWindow!) { operationActivity(window: $window) { from backlogIncluded buckets { start dueBacklog ${OUTCOMES.join(' ')} } } }`,
+            { window },
+          );
+          expect(status).toBe(200);
+          return body.data!;
+        })();
+        if (shown.hours[0] !== api.from && attempt === 0) {
+          await page.reload({ waitUntil: 'load' });
+          await page.waitForSelector('[data-testid=outcome-chart] [data-testid=activity-bar]');
+          continue;
+        }
+        expect(shown.hours).toEqual(api.buckets.map((b) => b.start));
+        const expected = api.buckets.flatMap((b) => OUTCOMES.filter((o) => Number(b[o]) > 0).map((o) => ({ start: b.start, outcome: o, count: Number(b[o]) })));
+        expect(shown.bars.map(({ start, outcome, count }) => ({ start, outcome, count })).sort((x, y) => `${x.start}${x.outcome}`.localeCompare(`${y.start}${y.outcome}`))).toEqual(
+          expected.sort((x, y) => `${x.start}${x.outcome}`.localeCompare(`${y.start}${y.outcome}`)),
+        );
+        // Drawn to scale: the scale covers the busiest hour, is labelled, and every bar's height is its count on it.
+        const busiest = Math.max(...api.buckets.map((b) => OUTCOMES.reduce((sum, o) => sum + Number(b[o]), 0)));
+        expect(shown.yMax).toBeGreaterThanOrEqual(busiest);
+        expect(shown.yMax).toBeLessThanOrEqual(Math.max(1, busiest * 2.5));
+        expect(shown.topLabel?.replace(/\D/g, '')).toBe(String(shown.yMax));
+        for (const bar of shown.bars) expect(bar.height).toBeCloseTo((bar.count / shown.yMax) * shown.plotHeight, 3);
+        expect(shown.backlogNote).toBe(!api.backlogIncluded);
+        if (api.backlogIncluded) {
+          const points = api.buckets.filter((b) => b.dueBacklog !== null).map((b) => ({ start: b.start, count: b.dueBacklog }));
+          expect(shown.backlog?.points.map(({ start, count }) => ({ start, count }))).toEqual(points);
+          for (const point of shown.backlog!.points) expect(8 + shown.backlog!.plotHeight - point.cy).toBeCloseTo((point.count / shown.backlog!.yMax) * shown.backlog!.plotHeight, 1);
+        } else {
+          expect(shown.backlog).toBeNull();
+        }
+        return { bars: shown.bars.length, hours: shown.hours.length, points: shown.backlog?.points.length ?? 0 };
+      }
+    }
+
+    it('draws outcomes per hour (24 h and 7 days) as the API counts them; the due backlog for a service, a note for a user (issue 22 item 7)', async () => {
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/`, { waitUntil: 'load' });
+      await page.waitForSelector('[data-testid=outcome-chart] [data-testid=activity-bar]');
+      const day = await expectChartsMatchAPI(page, 'LAST_24_HOURS', ownerToken);
+      expect(day.hours).toBe(24);
+      expect(day.bars).toBeGreaterThan(10);
+      await page.click('[data-window="7d"]');
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=outcome-chart] > g[data-start]').length === 168);
+      expect(new URL(page.url()).searchParams.get('activity')).toBe('7d');
+      const week = await expectChartsMatchAPI(page, 'LAST_7_DAYS', ownerToken);
+      expect(week.bars).toBeGreaterThanOrEqual(167);
+      await shot(page, 'overview-7d', false);
+      // The numbers as a table, newest hour first.
+      await page.click('.activity button.link');
+      expect(await page.$$eval('[data-testid=activity-table] tbody tr', (rows) => rows.length)).toBe(168);
+
+      // A service sees the backlog over time; reloading keeps the window (it is in the URL).
+      const service = await openPage();
+      const serviceToken = await mintToken({ privateKey: demo!.serviceKey.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
+      await service.page.goto(`${origin}/console/?activity=7d`, { waitUntil: 'load' });
+      await service.page.waitForSelector('.who button');
+      await service.page.click('.who button');
+      await service.page.waitForSelector('textarea[name=token]');
+      await paste(service.page, 'textarea[name=token]', serviceToken);
+      await service.page.click('form[aria-labelledby=with-token] button[type=submit]');
+      await service.page.waitForSelector('[data-testid=backlog-chart] [data-testid=backlog-point]');
+      if (!new URL(service.page.url()).searchParams.has('activity')) {
+        await service.page.goto(`${origin}/console/?activity=7d`, { waitUntil: 'load' });
+        await service.page.waitForSelector('[data-testid=backlog-chart] [data-testid=backlog-point]');
+      }
+      const serviceWeek = await expectChartsMatchAPI(service.page, 'LAST_7_DAYS', serviceToken);
+      expect(serviceWeek.points).toBeGreaterThanOrEqual(167);
+      await shot(service.page, 'overview-service-7d');
     });
 
     it('a claim made over HTTP appears in the operations table within a second, without a reload', async () => {

@@ -193,6 +193,8 @@ export interface DemoServer {
   localKey: LocalKey;
   /** A bearer token of the local key for `audience` (1 h). */
   localToken: string;
+  /** The key whose DID is the server's one SERVICE_DIDS entry. */
+  serviceKey: LocalKey;
   servers: E2EServers;
   origin: string;
   /** Stops the server and removes its working directory. */
@@ -203,12 +205,14 @@ export interface DemoServer {
 export async function startDemoServer(dialect: DialectName, { audience, name }: { audience: string; name: string }): Promise<DemoServer> {
   const cwd = await mkdtemp(join(tmpdir(), `cs-${name}-`));
   const localKey = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
-  const servers = await startE2EServers(dialect, { audience, serviceDID: generateLocalKey().did, name, env: { NODE_ENV: 'development' }, cwd, args: ['--demo'] });
+  const serviceKey = generateLocalKey();
+  const servers = await startE2EServers(dialect, { audience, serviceDID: serviceKey.did, name, env: { NODE_ENV: 'development' }, cwd, args: ['--demo'] });
   const localToken = await mintToken({ privateKey: localKey.privateKey, audience, ttlSeconds: 3600 });
   return {
     cwd,
     localKey,
     localToken,
+    serviceKey,
     servers,
     origin: servers.server.origin,
     dispose: async () => {

@@ -67,18 +67,18 @@ describeGraphQL('demo data', (suite) => {
     const candidates = await suite.store.db.selectFrom('kubun_connector_sweep_candidate').select('state').orderBy('state').execute();
     expect(candidates.map((c) => c.state)).toEqual(['applied', 'kept', 'pending']);
 
-    // The week before, for the overview's charts: every hour from 7 days to 6 hours ago has commits; the last hours are the items'.
+    // The week before, for the overview's charts: every hour from 7 days to 1 hour ago has commits; the last hours are the items'.
     const activity = await suite.gql('{ operationActivity(window: LAST_7_DAYS) { buckets { start committed retryable offline } } }', {}, { as: 'alice' });
     const buckets = activity.data.operationActivity.buckets as { start: string; committed: number; retryable: number; offline: number }[];
     expect(buckets).toHaveLength(168);
-    expect(buckets.slice(0, 162).every((b) => b.committed > 0)).toBe(true);
+    expect(buckets.slice(0, 167).every((b) => b.committed > 0)).toBe(true);
     expect(buckets.some((b) => b.retryable >= 10)).toBe(true);
     expect(buckets.some((b) => b.offline > 0)).toBe(true);
     // The items' own commits land in the last hours.
-    expect(buckets.slice(162).reduce((sum, b) => sum + b.committed, 0)).toBeGreaterThan(0);
+    expect(buckets.slice(167).reduce((sum, b) => sum + b.committed, 0)).toBeGreaterThan(0);
     const service = await suite.gql('{ operationActivity(window: LAST_7_DAYS) { backlogIncluded buckets { dueBacklog } } }', {}, { as: 'worker' });
     expect(service.data.operationActivity.backlogIncluded).toBe(true);
-    expect(service.data.operationActivity.buckets.slice(0, 162).every((b: { dueBacklog: number | null }) => b.dueBacklog !== null)).toBe(true);
+    expect(service.data.operationActivity.buckets.slice(0, 167).every((b: { dueBacklog: number | null }) => b.dueBacklog !== null)).toBe(true);
   });
 
   it('is idempotent: a second run writes nothing new', async () => {

@@ -1,6 +1,7 @@
 /**
- * The overview: operations by state (every state), by last outcome and by
- * connector, deferred work, what nobody is moving (stuck) and what is due now.
+ * The overview: operations by state (every state), outcomes and the due
+ * backlog over time (activity-charts.tsx), by last outcome and by connector,
+ * deferred work, what nobody is moving (stuck) and what is due now.
  * Live: every committed operation change re-reads the counts (at most twice
  * a second), so the numbers move as workers work; "due now" is asked again
  * with each read and every 30 s.
@@ -11,6 +12,7 @@ import { ConsoleOverviewDocument } from '../../../client/generated/graphql';
 import { Link, withParams } from '../router';
 import { Badge, DID, Empty, ErrorState, Loading, Time } from '../ui';
 import { useLiveRefetch } from '../live';
+import { ActivityCharts } from './activity-charts';
 
 const STATE_HINTS: Record<string, string> = {
   ATTEMPTED: 'live: may be sent',
@@ -79,6 +81,8 @@ export function Overview() {
           <span className="card-hint">live and due: what workers can claim</span>
         </Link>
       </section>
+
+      <ActivityCharts />
 
       {totalOps === 0 ? (
         <Empty>

@@ -1,0 +1,298 @@
+/**
+ * The overview's pictures (issue 22 item 7): outcomes per hour over the last
+ * 24 hours or 7 days (committed, failed by kind, deferred) as stacked bars,
+ * and the due backlog over time as a line, drawn as plain SVG from one
+ * `operationActivity` read. The window is in the URL (`?activity=7d`). Live:
+ * a change of any visible operation reads the window again, at most every
+ * five seconds (a bar is an hour; nobody needs it faster).
+ *
+ * Every drawn mark carries its value (`data-count`) and the hour it stands
+ * for (`data-start`), and the scale is on the chart (`data-y-max`), so what
+ * is drawn can be checked against the API; a table of the same numbers is
+ * one click away for those who would rather read.
+ */
+import { useState } from 'react';
+import { useQuery } from 'urql';
+import { ActivityWindow, ConsoleActivityDocument, type ConsoleActivityQuery } from '../../../client/generated/graphql';
+import { useOperationChanges, useThrottle } from '../live';
+import { Link, useRoute, withParams } from '../router';
+import { ErrorState, Loading } from '../ui';
+
+type Bucket = ConsoleActivityQuery['operationActivity']['buckets'][number];
+type Outcome = 'committed' | 'retryable' | 'unknown' | 'fatal' | 'offline' | 'auth';
+
+/** Bottom to top in each bar; colours and words of each series. */
+export const SERIES: readonly { key: Outcome; label: string; group: string; color: string }[] = [
+  { key: 'committed', label: 'committed', group: 'committed', color: '#1f7a4d' },
+  { key: 'retryable', label: 'retryable', group: 'failed', color: '#d08a00' },
+  { key: 'unknown', label: 'unknown', group: 'failed', color: '#7a4cc2' },
+  { key: 'fatal', label: 'fatal', group: 'failed', color: '#b42318' },
+  { key: 'offline', label: 'offline', group: 'deferred', color: '#98a2b3' },
+  { key: 'auth', label: 'auth', group: 'deferred', color: '#1d5fa8' },
+];
+
+/** Drawing area in SVG units; the SVG scales to its panel's width. */
+const WIDTH = 960;
+const HEIGHT = 180;
+const LEFT = 44;
+const BOTTOM = 22;
+const TOP = 8;
+const PLOT_H = HEIGHT - BOTTOM - TOP;
+const PLOT_W = WIDTH - LEFT - 8;
+
+/** The smallest "nice" number (1, 2, 5 × 10^n) at or above `value`; at least 1. */
+export function niceMax(value: number): number {
+  if (value <= 1) return 1;
+  const magnitude = 10 ** Math.floor(Math.log10(value));
+  for (const step of [1, 2, 5, 10]) if (step * magnitude >= value) return step * magnitude;
+  return 10 * magnitude;
+}
+
+const hourLabel = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+const dayLabel = new Intl.DateTimeFormat(undefined, { weekday: 'short', day: 'numeric' });
+const fullLabel = new Intl.DateTimeFormat(undefined, { weekday: 'short', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+
+const total = (bucket: Bucket) => SERIES.reduce((sum, series) => sum + bucket[series.key], 0);
+
+export function ActivityCharts() {
+  const { params } = useRoute();
+  const week = params.get('activity') === '7d';
+  const window = week ? ActivityWindow.Last_7Days : ActivityWindow.Last_24Hours;
+  const [result, refetch] = useQuery({ query: ConsoleActivityDocument, variables: { window }, requestPolicy: 'cache-and-network' });
+  const reread = useThrottle(() => refetch({ requestPolicy: 'network-only' }), 5_000);
+  useOperationChanges(reread);
+  const [asTable, setAsTable] = useState(false);
+  const { data, fetching, error } = result;
+
+  const toggle = (
+    <nav className="segmented" aria-label="Window">
+      <Link to={withParams('/', { activity: undefined })} aria-current={week ? undefined : 'true'} data-window="24h">
+        24 h
+      </Link>
+      <Link to={withParams('/', { activity: '7d' })} aria-current={week ? 'true' : undefined} data-window="7d">
+        7 days
+      </Link>
+    </nav>
+  );
+
+  let body;
+  if (data === undefined && fetching) body = <Loading what="activity" />;
+  else if (data === undefined && error !== undefined) body = <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />;
+  else if (data !== undefined) {
+    const activity = data.operationActivity;
+    const sums = Object.fromEntries(SERIES.map((series) => [series.key, activity.buckets.reduce((sum, bucket) => sum + bucket[series.key], 0)])) as Record<Outcome, number>;
+    const failed = sums.retryable + sums.unknown + sums.fatal;
+    const deferred = sums.offline + sums.auth;
+    body = (
+      <>
+        <p className="chart-summary" data-testid="activity-summary">
+          {sums.committed.toLocaleString()} committed · {failed.toLocaleString()} failed ({sums.retryable} retryable, {sums.unknown} unknown, {sums.fatal} fatal) ·{' '}
+          {deferred.toLocaleString()} deferred ({sums.offline} offline, {sums.auth} auth)
+        </p>
+        <OutcomeChart buckets={activity.buckets} week={week} />
+        <ul className="legend" aria-label="Series">
+          {SERIES.map((series) => (
+            <li key={series.key}>
+              <span className="swatch" style={{ background: series.color }} />
+              {series.group === series.label ? series.label : `${series.group}: ${series.label}`}
+            </li>
+          ))}
+        </ul>
+        <h3>Due backlog over time</h3>
+        {activity.backlogIncluded ? (
+          <BacklogChart buckets={activity.buckets} week={week} />
+        ) : (
+          <p className="muted" data-testid="backlog-not-included">
+            The backlog is sampled for the whole store, so it is shown to service principals only. Your due work right now is the “due now” card above.
+          </p>
+        )}
+        <button type="button" className="link" onClick={() => setAsTable(!asTable)} aria-expanded={asTable}>
+          {asTable ? 'Hide the numbers' : 'Show the numbers'}
+        </button>
+        {asTable && <ActivityTable buckets={activity.buckets} backlog={activity.backlogIncluded} />}
+      </>
+    );
+  }
+
+  return (
+    <section className="panel panel-wide activity" aria-labelledby="activity-title" data-testid="activity">
+      <div className="panel-head">
+        <h2 id="activity-title">Outcomes over time</h2>
+        {toggle}
+      </div>
+      {body}
+    </section>
+  );
+}
+
+/** x of bucket `i` of `n` and the width of each. */
+const slot = (i: number, n: number) => ({ x: LEFT + (i * PLOT_W) / n, width: PLOT_W / n });
+
+/** Time labels under the plot: every 3 hours over a day, every day over a week. */
+function TimeAxis({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  return (
+    <g className="axis">
+      {buckets.map((bucket, i) => {
+        const start = new Date(bucket.start);
+        const show = week ? start.getHours() === 0 : i % 3 === 0;
+        if (!show) return null;
+        const { x } = slot(i, buckets.length);
+        return (
+          <g key={bucket.start}>
+            <line x1={x} x2={x} y1={TOP + PLOT_H} y2={TOP + PLOT_H + 4} />
+            <text x={x + 2} y={HEIGHT - 6}>
+              {week ? dayLabel.format(start) : hourLabel.format(start)}
+            </text>
+          </g>
+        );
+      })}
+    </g>
+  );
+}
+
+/** Horizontal grid lines at 0, half and the top of the scale, with their values. */
+function ValueAxis({ max }: { max: number }) {
+  return (
+    <g className="axis">
+      {[0, max / 2, max].map((value) => {
+        const y = TOP + PLOT_H - (value / max) * PLOT_H;
+        return (
+          <g key={value}>
+            <line className="grid" x1={LEFT} x2={LEFT + PLOT_W} y1={y} y2={y} />
+            <text x={LEFT - 6} y={y + 4} textAnchor="end" data-testid="y-label">
+              {Number.isInteger(value) ? value.toLocaleString() : ''}
+            </text>
+          </g>
+        );
+      })}
+    </g>
+  );
+}
+
+function OutcomeChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  const max = niceMax(Math.max(0, ...buckets.map(total)));
+  return (
+    <svg
+      className="chart"
+      viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+      role="img"
+      aria-label={`Outcomes per hour, ${week ? 'last 7 days' : 'last 24 hours'}`}
+      data-testid="outcome-chart"
+      data-y-max={max}
+      data-plot-height={PLOT_H}
+    >
+      <ValueAxis max={max} />
+      {buckets.map((bucket, i) => {
+        const { x, width } = slot(i, buckets.length);
+        let y = TOP + PLOT_H;
+        const start = new Date(bucket.start);
+        return (
+          <g key={bucket.start} data-start={bucket.start}>
+            <title>
+              {fullLabel.format(start)}: {SERIES.filter((s) => bucket[s.key] > 0).map((s) => `${bucket[s.key]} ${s.label}`).join(', ') || 'nothing'}
+            </title>
+            {/* The whole hour is the hover target, also when it is empty. */}
+            <rect className="hover" x={x} y={TOP} width={width} height={PLOT_H} />
+            {SERIES.map((series) => {
+              const count = bucket[series.key];
+              if (count === 0) return null;
+              const height = (count / max) * PLOT_H;
+              y -= height;
+              return (
+                <rect
+                  key={series.key}
+                  data-testid="activity-bar"
+                  data-start={bucket.start}
+                  data-outcome={series.key}
+                  data-count={count}
+                  x={x + width * 0.1}
+                  y={y}
+                  width={width * 0.8}
+                  height={height}
+                  fill={series.color}
+                />
+              );
+            })}
+          </g>
+        );
+      })}
+      <TimeAxis buckets={buckets} week={week} />
+    </svg>
+  );
+}
+
+function BacklogChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  const sampled = buckets.filter((bucket) => bucket.dueBacklog !== null && bucket.dueBacklog !== undefined);
+  if (sampled.length === 0) return <p className="muted">No samples yet: the server counts the due backlog every few minutes (BACKLOG_SAMPLE_INTERVAL_MS).</p>;
+  const max = niceMax(Math.max(0, ...sampled.map((bucket) => bucket.dueBacklog ?? 0)));
+  const point = (i: number, value: number) => ({ x: slot(i, buckets.length).x + slot(i, buckets.length).width / 2, y: TOP + PLOT_H - (value / max) * PLOT_H });
+  // One path per run of sampled hours: an hour without a sample is a gap, not a zero.
+  let path = '';
+  let open = false;
+  buckets.forEach((bucket, i) => {
+    if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) {
+      open = false;
+      return;
+    }
+    const { x, y } = point(i, bucket.dueBacklog);
+    path += `${open ? 'L' : 'M'}${x.toFixed(1)},${y.toFixed(1)}`;
+    open = true;
+  });
+  return (
+    <svg className="chart" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label="Largest due backlog sampled per hour" data-testid="backlog-chart" data-y-max={max} data-plot-height={PLOT_H}>
+      <ValueAxis max={max} />
+      <path className="line" d={path} />
+      {buckets.map((bucket, i) => {
+        if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) return null;
+        const { x, y } = point(i, bucket.dueBacklog);
+        return (
+          <circle key={bucket.start} data-testid="backlog-point" data-start={bucket.start} data-count={bucket.dueBacklog} cx={x} cy={y} r={week ? 1.8 : 3}>
+            <title>
+              {fullLabel.format(new Date(bucket.start))}: up to {bucket.dueBacklog}
+              {bucket.dueBacklogCapped ? '+' : ''} due
+            </title>
+          </circle>
+        );
+      })}
+      <TimeAxis buckets={buckets} week={week} />
+    </svg>
+  );
+}
+
+function ActivityTable({ buckets, backlog }: { buckets: Bucket[]; backlog: boolean }) {
+  return (
+    <div className="table-wrap">
+      <table data-testid="activity-table">
+        <thead>
+          <tr>
+            <th>Hour</th>
+            {SERIES.map((series) => (
+              <th key={series.key} className="num">
+                {series.label}
+              </th>
+            ))}
+            {backlog && <th className="num">due backlog</th>}
+          </tr>
+        </thead>
+        <tbody>
+          {[...buckets].reverse().map((bucket) => (
+            <tr key={bucket.start}>
+              <td>{fullLabel.format(new Date(bucket.start))}</td>
+              {SERIES.map((series) => (
+                <td key={series.key} className="num">
+                  {bucket[series.key] || <span className="muted">0</span>}
+                </td>
+              ))}
+              {backlog && (
+                <td className="num">
+                  {bucket.dueBacklog ?? <span className="muted">—</span>}
+                  {bucket.dueBacklogCapped ? '+' : ''}
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
