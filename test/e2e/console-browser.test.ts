@@ -479,6 +479,10 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect(await page.$eval('[data-testid=filter-panel]', (el) => (el as HTMLDetailsElement).open)).toBe(true);
       await page.goto(`${origin}/console/`, { waitUntil: 'load' });
       await page.waitForSelector('[data-testid=counts-by-state] .card');
+      await page.waitForSelector('[data-testid=outcome-chart] [data-testid=activity-bar]');
+      await page.waitForSelector('[data-testid=counts-by-connector] tbody tr');
+      // The charts are drawn at the phone's width (text at its size), not scaled down from a desktop's.
+      expect(await page.$eval('[data-testid=outcome-chart]', (svg) => svg.getBoundingClientRect().width)).toBeLessThanOrEqual(390);
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
       await shot(page, 'phone-overview');
     });

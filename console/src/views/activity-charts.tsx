@@ -11,7 +11,7 @@
  * is drawn can be checked against the API; a table of the same numbers is
  * one click away for those who would rather read.
  */
-import { useState } from 'react';
+import { useEffect, useRef, useState, type RefObject } from 'react';
 import { useQuery } from 'urql';
 import { ActivityWindow, ConsoleActivityDocument, type ConsoleActivityQuery } from '../../../client/generated/graphql';
 import { useOperationChanges, useThrottle } from '../live';
@@ -31,14 +31,31 @@ export const SERIES: readonly { key: Outcome; label: string; group: string; colo
   { key: 'auth', label: 'auth', group: 'deferred', color: '#1d5fa8' },
 ];
 
-/** Drawing area in SVG units; the SVG scales to its panel's width. */
-const WIDTH = 960;
+/** Drawing area in CSS pixels: as wide as the panel (measured), so text keeps its size on a phone. */
+const DEFAULT_WIDTH = 960;
 const HEIGHT = 180;
 const LEFT = 44;
 const BOTTOM = 22;
 const TOP = 8;
 const PLOT_H = HEIGHT - BOTTOM - TOP;
-const PLOT_W = WIDTH - LEFT - 8;
+/** The least room a time label needs, in pixels. */
+const LABEL_PX = 64;
+
+/** The width of the element `ref` points at, kept current as it resizes. */
+function useWidth(): [RefObject<HTMLDivElement | null>, number] {
+  const ref = useRef<HTMLDivElement>(null);
+  const [width, setWidth] = useState(DEFAULT_WIDTH);
+  useEffect(() => {
+    const element = ref.current;
+    if (element === null) return;
+    const measure = () => setWidth(Math.max(240, Math.floor(element.getBoundingClientRect().width)));
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(element);
+    return () => observer.disconnect();
+  }, []);
+  return [ref, width];
+}
 
 /** The smallest "nice" number (1, 2, 5 × 10^n) at or above `value`; at least 1. */
 export function niceMax(value: number): number {
@@ -125,18 +142,24 @@ export function ActivityCharts() {
   );
 }
 
-/** x of bucket `i` of `n` and the width of each. */
-const slot = (i: number, n: number) => ({ x: LEFT + (i * PLOT_W) / n, width: PLOT_W / n });
+const plotWidth = (width: number) => width - LEFT - 8;
 
-/** Time labels under the plot: every 3 hours over a day, every day over a week. */
-function TimeAxis({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+/** x of bucket `i` of `n` and the width of each, in a chart `width` wide. */
+const slot = (i: number, n: number, width: number) => ({ x: LEFT + (i * plotWidth(width)) / n, width: plotWidth(width) / n });
+
+/** Time labels under the plot: every 3 hours over a day (6 or 12 when narrow), every day over a week (every other when narrow). */
+function TimeAxis({ buckets, week, width }: { buckets: Bucket[]; week: boolean; width: number }) {
+  const labels = Math.max(2, Math.floor(plotWidth(width) / LABEL_PX));
+  const everyHours = [3, 6, 12].find((step) => 24 / step <= labels) ?? 12;
+  const everyDays = labels >= 7 ? 1 : 2;
   return (
     <g className="axis">
       {buckets.map((bucket, i) => {
         const start = new Date(bucket.start);
-        const show = week ? start.getHours() === 0 : i % 3 === 0;
-        if (!show) return null;
-        const { x } = slot(i, buckets.length);
+        const show = week ? start.getHours() === 0 && start.getDate() % everyDays === 0 : start.getHours() % everyHours === 0;
+        const { x } = slot(i, buckets.length, width);
+        // A label that would run past the plot's right edge is left out.
+        if (!show || x + LABEL_PX - 8 > LEFT + plotWidth(width)) return null;
         return (
           <g key={bucket.start}>
             <line x1={x} x2={x} y1={TOP + PLOT_H} y2={TOP + PLOT_H + 4} />
@@ -151,14 +174,14 @@ function TimeAxis({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
 }
 
 /** Horizontal grid lines at 0, half and the top of the scale, with their values. */
-function ValueAxis({ max }: { max: number }) {
+function ValueAxis({ max, width }: { max: number; width: number }) {
   return (
     <g className="axis">
       {[0, max / 2, max].map((value) => {
         const y = TOP + PLOT_H - (value / max) * PLOT_H;
         return (
           <g key={value}>
-            <line className="grid" x1={LEFT} x2={LEFT + PLOT_W} y1={y} y2={y} />
+            <line className="grid" x1={LEFT} x2={LEFT + plotWidth(width)} y1={y} y2={y} />
             <text x={LEFT - 6} y={y + 4} textAnchor="end" data-testid="y-label">
               {Number.isInteger(value) ? value.toLocaleString() : ''}
             </text>
@@ -170,62 +193,71 @@ function ValueAxis({ max }: { max: number }) {
 }
 
 function OutcomeChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  const [ref, width] = useWidth();
   const max = niceMax(Math.max(0, ...buckets.map(total)));
   return (
-    <svg
-      className="chart"
-      viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-      role="img"
-      aria-label={`Outcomes per hour, ${week ? 'last 7 days' : 'last 24 hours'}`}
-      data-testid="outcome-chart"
-      data-y-max={max}
-      data-plot-height={PLOT_H}
-    >
-      <ValueAxis max={max} />
-      {buckets.map((bucket, i) => {
-        const { x, width } = slot(i, buckets.length);
-        let y = TOP + PLOT_H;
-        const start = new Date(bucket.start);
-        return (
-          <g key={bucket.start} data-start={bucket.start}>
-            <title>
-              {fullLabel.format(start)}: {SERIES.filter((s) => bucket[s.key] > 0).map((s) => `${bucket[s.key]} ${s.label}`).join(', ') || 'nothing'}
-            </title>
-            {/* The whole hour is the hover target, also when it is empty. */}
-            <rect className="hover" x={x} y={TOP} width={width} height={PLOT_H} />
-            {SERIES.map((series) => {
-              const count = bucket[series.key];
-              if (count === 0) return null;
-              const height = (count / max) * PLOT_H;
-              y -= height;
-              return (
-                <rect
-                  key={series.key}
-                  data-testid="activity-bar"
-                  data-start={bucket.start}
-                  data-outcome={series.key}
-                  data-count={count}
-                  x={x + width * 0.1}
-                  y={y}
-                  width={width * 0.8}
-                  height={height}
-                  fill={series.color}
-                />
-              );
-            })}
-          </g>
-        );
-      })}
-      <TimeAxis buckets={buckets} week={week} />
-    </svg>
+    <div ref={ref} className="chart-frame">
+      <svg
+        className="chart"
+        width={width}
+        height={HEIGHT}
+        viewBox={`0 0 ${width} ${HEIGHT}`}
+        role="img"
+        aria-label={`Outcomes per hour, ${week ? 'last 7 days' : 'last 24 hours'}`}
+        data-testid="outcome-chart"
+        data-y-max={max}
+        data-plot-height={PLOT_H}
+      >
+        <ValueAxis max={max} width={width} />
+        {buckets.map((bucket, i) => {
+          const { x, width: barWidth } = slot(i, buckets.length, width);
+          let y = TOP + PLOT_H;
+          const start = new Date(bucket.start);
+          return (
+            <g key={bucket.start} data-start={bucket.start}>
+              <title>
+                {fullLabel.format(start)}: {SERIES.filter((s) => bucket[s.key] > 0).map((s) => `${bucket[s.key]} ${s.label}`).join(', ') || 'nothing'}
+              </title>
+              {/* The whole hour is the hover target, also when it is empty. */}
+              <rect className="hover" x={x} y={TOP} width={barWidth} height={PLOT_H} />
+              {SERIES.map((series) => {
+                const count = bucket[series.key];
+                if (count === 0) return null;
+                const height = (count / max) * PLOT_H;
+                y -= height;
+                return (
+                  <rect
+                    key={series.key}
+                    data-testid="activity-bar"
+                    data-start={bucket.start}
+                    data-outcome={series.key}
+                    data-count={count}
+                    x={x + barWidth * 0.1}
+                    y={y}
+                    width={barWidth * 0.8}
+                    height={height}
+                    fill={series.color}
+                  />
+                );
+              })}
+            </g>
+          );
+        })}
+        <TimeAxis buckets={buckets} week={week} width={width} />
+      </svg>
+    </div>
   );
 }
 
 function BacklogChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  const [ref, width] = useWidth();
   const sampled = buckets.filter((bucket) => bucket.dueBacklog !== null && bucket.dueBacklog !== undefined);
   if (sampled.length === 0) return <p className="muted">No samples yet: the server counts the due backlog every few minutes (BACKLOG_SAMPLE_INTERVAL_MS).</p>;
   const max = niceMax(Math.max(0, ...sampled.map((bucket) => bucket.dueBacklog ?? 0)));
-  const point = (i: number, value: number) => ({ x: slot(i, buckets.length).x + slot(i, buckets.length).width / 2, y: TOP + PLOT_H - (value / max) * PLOT_H });
+  const point = (i: number, value: number) => {
+    const { x, width: each } = slot(i, buckets.length, width);
+    return { x: x + each / 2, y: TOP + PLOT_H - (value / max) * PLOT_H };
+  };
   // One path per run of sampled hours: an hour without a sample is a gap, not a zero.
   let path = '';
   let open = false;
@@ -239,23 +271,35 @@ function BacklogChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
     open = true;
   });
   return (
-    <svg className="chart" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label="Largest due backlog sampled per hour" data-testid="backlog-chart" data-y-max={max} data-plot-height={PLOT_H}>
-      <ValueAxis max={max} />
-      <path className="line" d={path} />
-      {buckets.map((bucket, i) => {
-        if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) return null;
-        const { x, y } = point(i, bucket.dueBacklog);
-        return (
-          <circle key={bucket.start} data-testid="backlog-point" data-start={bucket.start} data-count={bucket.dueBacklog} cx={x} cy={y} r={week ? 1.8 : 3}>
-            <title>
-              {fullLabel.format(new Date(bucket.start))}: up to {bucket.dueBacklog}
-              {bucket.dueBacklogCapped ? '+' : ''} due
-            </title>
-          </circle>
-        );
-      })}
-      <TimeAxis buckets={buckets} week={week} />
-    </svg>
+    <div ref={ref} className="chart-frame">
+      <svg
+        className="chart"
+        width={width}
+        height={HEIGHT}
+        viewBox={`0 0 ${width} ${HEIGHT}`}
+        role="img"
+        aria-label="Largest due backlog sampled per hour"
+        data-testid="backlog-chart"
+        data-y-max={max}
+        data-plot-height={PLOT_H}
+      >
+        <ValueAxis max={max} width={width} />
+        <path className="line" d={path} />
+        {buckets.map((bucket, i) => {
+          if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) return null;
+          const { x, y } = point(i, bucket.dueBacklog);
+          return (
+            <circle key={bucket.start} data-testid="backlog-point" data-start={bucket.start} data-count={bucket.dueBacklog} cx={x} cy={y} r={week ? 1.8 : 3}>
+              <title>
+                {fullLabel.format(new Date(bucket.start))}: up to {bucket.dueBacklog}
+                {bucket.dueBacklogCapped ? '+' : ''} due
+              </title>
+            </circle>
+          );
+        })}
+        <TimeAxis buckets={buckets} week={week} width={width} />
+      </svg>
+    </div>
   );
 }
 
