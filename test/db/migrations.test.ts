@@ -4,10 +4,13 @@ import { createMigrator, unwrapMigrationResult } from '../../src/db/migrator.js'
 import { createTestDatabase, testDialects, type TestDatabase } from '../helpers/databases.js';
 
 const TABLES = [
+  'kubun_connector_backlog_sample',
   'kubun_connector_entity_trim',
   'kubun_connector_observation_records',
   'kubun_connector_observation_repair',
   'kubun_connector_operation',
+  'kubun_connector_operation_activity',
+  'kubun_connector_operation_activity_total',
   'kubun_connector_operation_count',
   'kubun_connector_operation_history',
   'kubun_connector_operation_total',
@@ -25,6 +28,9 @@ const PRIMARY_KEYS: Record<string, string[]> = {
   kubun_connector_operation: ['caller_did', 'operation_id'],
   kubun_connector_operation_count: ['caller_did', 'owner_did', 'connector_name', 'model', 'state', 'last_kind', 'defer_reason', 'shard'],
   kubun_connector_operation_history: ['caller_did', 'operation_id', 'seq'],
+  kubun_connector_operation_activity: ['caller_did', 'hour', 'owner_did', 'connector_name', 'outcome', 'shard'],
+  kubun_connector_operation_activity_total: ['hour', 'connector_name', 'outcome', 'shard'],
+  kubun_connector_backlog_sample: ['sampled_at'],
   kubun_connector_operation_total: ['connector_name', 'model', 'state', 'last_kind', 'defer_reason', 'shard'],
   kubun_connector_projection_watch: ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'],
   kubun_connector_observation_records: ['type', 'owner', 'id', 'op_hash'],
@@ -55,9 +61,11 @@ const INDEXES = [
   'idx_connector_sweep_receipt_owner_created',
   'idx_connector_operation_owner_foreign_created',
   'idx_connector_operation_operation_id',
+  'idx_connector_operation_activity_owner',
+  'idx_connector_operation_activity_hour',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity'];
 
 interface Introspected {
   tables: string[];
