@@ -1,7 +1,7 @@
 /**
  * The command-line entry point: `tsx src/cli/index.ts <command> [args]`, as
  * the package scripts run it (`npm run token`, `keygen`, `demo`, `migrate`,
- * `retention`, `ops`). Every command has the shape of `command.ts`.
+ * `retention`, `ops`, `schema:check`). Every command has the shape of `command.ts`.
  */
 import { USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
 import { consoleBuildCommand } from './console-build.js';
@@ -10,6 +10,7 @@ import { keygenCommand } from './keygen.js';
 import { migrateCommand } from './migrate.js';
 import { opsCommand } from './ops.js';
 import { retentionCommand } from './retention.js';
+import { schemaCheckCommand } from './schema-check.js';
 import { tokenCommand } from './token.js';
 
 /** Every command, by the name the package script passes. */
@@ -21,6 +22,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   retention: retentionCommand,
   ops: opsCommand,
   'console-build': consoleBuildCommand,
+  'schema-check': schemaCheckCommand,
 };
 
 const USAGE = `usage: tsx src/cli/index.ts <${Object.keys(COMMANDS).join('|')}> [args]   (npm run <command> -- [args])

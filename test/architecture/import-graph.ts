@@ -70,7 +70,8 @@ const SQL_PACKAGES = ['kysely', 'pg', 'better-sqlite3'] as const;
 
 /** The layers, top to bottom. A file in none of them is reported too. */
 export const LAYERS: readonly Layer[] = [
-  { name: 'src/cli', holds: under('src/cli'), mayImport: under('src/cli', 'src/server', 'src/demo', 'src/store', 'src/db', 'src/auth') },
+  // The schema itself, as the server knows it: what schema:check compares with the released one.
+  { name: 'src/cli', holds: under('src/cli'), mayImport: either(under('src/cli', 'src/server', 'src/demo', 'src/store', 'src/db', 'src/auth'), oneOf('schema/index.ts')) },
   {
     name: 'src/server',
     holds: under('src/server'),

@@ -82,7 +82,7 @@ describe('tsx src/cli/index.ts', () => {
     for (const flag of ['--help', '-h']) {
       const help = await cli(flag);
       expect(help.code).toBe(0);
-      expect(help.stdout).toMatch(/^usage: .*<token\|keygen\|demo\|migrate\|retention\|ops\|console-build>/);
+      expect(help.stdout).toMatch(/^usage: .*<token\|keygen\|demo\|migrate\|retention\|ops\|console-build\|schema-check>/);
       expect(help.stdout).toMatch(/^ {2}retention {2,}/m);
     }
     for (const argv of [[], ['sideways']]) {
