@@ -16,6 +16,7 @@ import { operationOwnerForeignIndexMigration } from './0008-operation-owner-fore
 import { everyRowIndexesFencedMigration } from './0009-every-row-indexes-fenced.js';
 import { operationIDIndexMigration } from './0010-operation-id-index.js';
 import { operationActivityMigration } from './0011-operation-activity.js';
+import { replayParametersMigration } from './0012-replay-parameters.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -33,5 +34,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0009-every-row-indexes-fenced': everyRowIndexesFencedMigration(types),
     '0010-operation-id-index': operationIDIndexMigration(types),
     '0011-operation-activity': operationActivityMigration(types),
+    '0012-replay-parameters': replayParametersMigration(types),
   };
 }

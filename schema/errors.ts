@@ -73,11 +73,13 @@ builder.objectType(SyncProgressConflictError, {
 
 builder.objectType(IdempotencyConflictError, {
   name: 'IdempotencyConflictError',
-  description: 'The idempotency key (of an operation or a sweep receipt) was used before for a different write; the stored row is untouched.',
+  description:
+    'The idempotency key (of an operation, a finalize, a sweep receipt or an observation record) was used before with different parameters: nothing was written and the stored row is untouched. Send the original parameters to replay, or a new key for a new write.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof IdempotencyConflictError,
   fields: (t) => ({
-    field: t.exposeString('field', { description: 'The first input field that differs from the stored row.' }),
+    field: t.exposeString('field', { description: 'The first of `fields`.' }),
+    fields: t.stringList({ description: 'Every input field whose value differs from what the key was first used with.', resolve: (error) => [...error.fields] }),
   }),
 });
 

@@ -6,7 +6,7 @@
  * `document(id)`.
  */
 import { InputValidationError } from '@pothos/plugin-validation';
-import { ForbiddenError, ObservationRecordTypeError } from '../resolvers/errors.js';
+import { ForbiddenError, IdempotencyConflictError, ObservationRecordTypeError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/observations.js';
 import type { ObservationRecord as RecordShape, ObservationRepair as RepairShape } from '../resolvers/observations.js';
 import { connectionComplexity } from './complexity.js';
@@ -123,10 +123,11 @@ const mutation = { authScopes: { authenticated: true } } as const;
 builder.mutationFields((t) => ({
   putObservationRecord: t.field({
     ...mutation,
-    description: 'Store a signed observation op (idempotent). Another record type is an ObservationRecordTypeError.',
+    description:
+      'Store a signed observation op (idempotent: the same record again changes nothing). Another record type is an ObservationRecordTypeError; the same key (type, owner, id, opHash) with another hlc, opJWT or payload is an IdempotencyConflictError naming each.',
     type: PutObservationRecordPayload,
     args: { input: t.arg({ type: PutObservationRecordInput, required: true, description: 'The signed op to store.' }) },
-    errors: { types: [InputValidationError, ObservationRecordTypeError, ForbiddenError], directResult: true, union: resultUnion('PutObservationRecordResult') },
+    errors: { types: [InputValidationError, ObservationRecordTypeError, IdempotencyConflictError, ForbiddenError], directResult: true, union: resultUnion('PutObservationRecordResult') },
     resolve: (_root, { input }, ctx) =>
       resolve.putObservationRecord({ ...input, payload: input.payload == null ? null : new Uint8Array(Buffer.from(input.payload, 'base64')) }, ctx),
   }),

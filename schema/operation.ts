@@ -640,7 +640,7 @@ builder.mutationFields((t) => ({
     description: 'Commit an operation you hold the lease of and arm its document’s watch, atomically.',
     type: FinalizeOperationPayload,
     args: { input: t.arg({ type: FinalizeOperationInput, required: true, description: 'The operation, your lease, and the result to record.' }) },
-    errors: directResult('FinalizeOperationResult', [InputValidationError, NotFoundError]),
+    errors: directResult('FinalizeOperationResult', [InputValidationError, IdempotencyConflictError, NotFoundError]),
     resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
   retryOperation: t.field({

@@ -1000,6 +1000,7 @@ export type PutObservationRecordMutationVariables = Exact<{
 
 export type PutObservationRecordMutation = { putObservationRecord:
     | { __typename: 'ForbiddenError', code: string, message: string }
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'ObservationRecordTypeError', code: string, message: string }
     | { __typename: 'PutObservationRecordPayload', inserted: boolean }
@@ -1244,6 +1245,7 @@ export type RuntimeFinalizeOperationMutationVariables = Exact<{
 
 export type RuntimeFinalizeOperationMutation = { finalizeOperation:
     | { __typename: 'FinalizeOperationPayload', finalized: boolean, replayed: boolean, operation: { documentID: string | null, resultEntity: unknown, id: string, state: ConnectorOperationState, version: number, attempts: number, sendMarkerSet: boolean, leaseExpiresAt: string | null, nextAttemptAt: string | null, deferReason: DeferReason | null, lastKind: OperationOutcomeKind | null, lastHTTPStatus: number | null, lastError: string | null, providerEtag: string | null, updatedAt: string } | null, watch: { id: string, ownerDID: string, connectorName: string, model: string, accountKey: string, sourceID: string, documentID: string, verificationStatus: VerificationStatus, verificationAttempts: number, repairGeneration: number, verifiedStateDigest: string | null, observedWinnerDigest: string | null, nextAttemptAt: string | null, claimedUntil: string | null, deferReason: DeferReason | null, version: number, createdAt: string, updatedAt: string } | null }
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'NotFoundError', code: string, message: string }
    };
@@ -1426,6 +1428,7 @@ export type FinalizeOperationMutationVariables = Exact<{
 
 export type FinalizeOperationMutation = { finalizeOperation:
     | { __typename: 'FinalizeOperationPayload', finalized: boolean, replayed: boolean, operation: { id: string, operationID: string, callerDID: string, ownerDID: string, connectorName: string, model: string, op: ConnectorOperationOp, accountKey: string, target: string, sourceID: string | null, deterministicEventID: string, payloadHash: string, reissueIntent: string, state: ConnectorOperationState, version: number, attempts: number, sendMarkerSet: boolean, leaseExpiresAt: string | null, nextAttemptAt: string | null, deferReason: DeferReason | null, lastKind: OperationOutcomeKind | null, lastHTTPStatus: number | null, lastError: string | null, providerEtag: string | null, documentID: string | null, resultEntity: unknown, createdAt: string, updatedAt: string } | null, watch: { id: string, ownerDID: string, connectorName: string, model: string, accountKey: string, sourceID: string, documentID: string, verificationStatus: VerificationStatus, verificationAttempts: number, repairGeneration: number, verifiedStateDigest: string | null, observedWinnerDigest: string | null, nextAttemptAt: string | null, claimedUntil: string | null, deferReason: DeferReason | null, version: number, createdAt: string, updatedAt: string } | null }
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'NotFoundError', code: string, message: string }
    };

@@ -67,6 +67,8 @@ export interface OperationTable {
   lease_expires_at: number | null;
   /** SHA-256 (base64url) of the lease token that finalized the operation (migration 0003): recognises a replayed finalize. */
   finalized_lease_digest: Generated<string | null>;
+  /** What finalized it (migration 0012): the watch identity and current-winner digest as JSON; null before the commit, and for rows finalized before 0012. */
+  finalized_input: Generated<string | null>;
   /** The message of the latest recorded outcome (migration 0005), bounded and redacted; null when none or after a commit. */
   last_error: Generated<string | null>;
   created_at: number;
@@ -220,6 +222,8 @@ export interface SweepReceiptTable {
   complete: number;
   created_at: number;
   committed_at: number | null;
+  /** Digest of the candidate list as recorded (migration 0012); null for receipts recorded before it. */
+  candidates_digest: Generated<string | null>;
 }
 
 export interface SweepCandidateTable {

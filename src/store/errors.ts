@@ -13,11 +13,20 @@ export abstract class StoreError extends Error {
   }
 }
 
-/** The idempotency key exists with a different payload or target: the row is untouched. */
+/**
+ * The idempotency key was used before with different parameters (Stripe's
+ * rule): nothing is written and the stored row is untouched. `fields` names
+ * every input field that differs, `field` the first of them.
+ */
 export class IdempotencyConflictError extends StoreError {
   readonly code = 'IDEMPOTENCY_CONFLICT';
-  constructor(readonly field: string) {
-    super(`idempotency key already used with a different ${field}`);
+  readonly fields: readonly string[];
+  readonly field: string;
+  constructor(fields: string | readonly string[]) {
+    const list = typeof fields === 'string' ? [fields] : [...fields];
+    super(`idempotency key already used with a different ${list.join(', ')}`);
+    this.fields = list;
+    this.field = list[0] ?? '';
   }
 }
 

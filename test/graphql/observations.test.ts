@@ -71,9 +71,20 @@ describeGraphQL('graphql observations', (suite) => {
   });
 
   describe('putObservationRecord', () => {
-    it('stores a record once: a second put of the same key is not inserted and changes nothing', async () => {
+    it('stores a record once: the same put again is not inserted; the key with another hlc is an IdempotencyConflictError; nothing changes', async () => {
       expect((await put()).data.putObservationRecord).toEqual({ __typename: 'PutObservationRecordPayload', inserted: true });
-      expect((await put({ hlc: 'another-hlc' })).data.putObservationRecord.inserted).toBe(false);
+      expect((await put()).data.putObservationRecord.inserted).toBe(false);
+      const conflict = await suite.gql(
+        'mutation P($input: PutObservationRecordInput!) { putObservationRecord(input: $input) { __typename ... on IdempotencyConflictError { code field fields message } } }',
+        { input: record({ hlc: 'another-hlc' }) },
+      );
+      expect(conflict.data.putObservationRecord).toEqual({
+        __typename: 'IdempotencyConflictError',
+        code: 'IDEMPOTENCY_CONFLICT',
+        field: 'hlc',
+        fields: ['hlc'],
+        message: 'idempotency key already used with a different hlc',
+      });
       const stored = await listObservationRecords(suite.store, { documentID: 'doc-obs-1' });
       expect(stored).toHaveLength(1);
       expect(stored[0]).toMatchObject({ owner: suite.keys.alice.did, hlc: '0001917c2a4e8b000001', payload: new Uint8Array([0, 1, 2, 250, 255]) });

@@ -204,6 +204,17 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
       });
     }
 
+    it('names every field that differs, in one answer', async () => {
+      await claimed(suite);
+      const result = await claim(suite, { payloadHash: 'hash-2', target: 'other-list', model: 'calendar.event' });
+      expect(result).toMatchObject({
+        __typename: 'IdempotencyConflictError',
+        field: 'model',
+        fields: ['model', 'target', 'payloadHash'],
+        message: 'idempotency key already used with a different model, target, payloadHash',
+      });
+    });
+
     it('names ownerDID when a service reuses its key for another owner', async () => {
       await claimed(suite, { ownerDID: suite.keys.alice.did }, 'worker');
       const before = await getOperationRow(suite.store, keyOf('op-1', 'worker'));

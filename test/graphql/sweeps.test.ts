@@ -6,6 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { getSweepCheckpoint, getSweepReceipt, listSweepCandidatesOfReceipt, MAX_SWEEP_APPLY_ATTEMPTS } from '../../src/store/sweeps/index.js';
+import { countRows } from '../helpers/row-fixtures.js';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { iso, unknownNodeID } from '../helpers/graphql-seed.js';
 import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
@@ -16,7 +17,7 @@ const RECEIPT_FIELDS = `id ownerDID connectorName partition provenance sequence 
 const RECORD = `mutation($input: RecordSweepReceiptInput!) {
   recordSweepReceipt(input: $input) {
     __typename ... on RecordSweepReceiptPayload { created receipt { ${RECEIPT_FIELDS} } } ${ERRORS}
-    ... on IdempotencyConflictError { field } ... on InvalidInputError { field }
+    ... on IdempotencyConflictError { field fields } ... on InvalidInputError { field }
   }
 }`;
 const CANDIDATE_FIELDS = 'documentID sourceID modelID state attempts applyFailures lastError nextAttemptAt updatedAt';
@@ -124,6 +125,12 @@ describeGraphQL('graphql sweeps', (suite) => {
       expect(res.data.recordSweepReceipt).toMatchObject({ __typename: 'IdempotencyConflictError', code: 'IDEMPOTENCY_CONFLICT', field: 'sequence' });
       const predicate = await record('run-1', { predicate: { updatedAfter: '2027-01-01' } });
       expect(predicate.data.recordSweepReceipt).toMatchObject({ __typename: 'IdempotencyConflictError', field: 'predicate' });
+      // Other candidates under the same key are refused too (they used to be dropped silently with created: false).
+      const candidates = await record('run-1', { candidates: [{ documentID: 'doc-z', sourceID: 'z', modelID: 'm' }] });
+      expect(candidates.data.recordSweepReceipt).toMatchObject({ __typename: 'IdempotencyConflictError', fields: ['candidates'] });
+      const both = await record('run-1', { sequence: 3, candidates: [{ documentID: 'doc-z', sourceID: 'z', modelID: 'm' }] });
+      expect(both.data.recordSweepReceipt).toMatchObject({ __typename: 'IdempotencyConflictError', field: 'sequence', fields: ['sequence', 'candidates'] });
+      expect(await countRows(suite.store, 'kubun_connector_sweep_candidate')).toBe(3);
       expect((await getSweepReceipt(suite.store, { ownerDID: suite.keys.alice.did, connectorName: 'google', partition: 'calendar:primary', provenance: 'run-1' }))?.sequence).toBe(1);
     });
 

@@ -95,7 +95,7 @@ describeGraphQL('graphql watches', (suite) => {
       expect(await allWatchRows(suite.store)).toEqual(before);
     });
 
-    it('returns finalized: false and changes nothing on a second finalize with the same lease', async () => {
+    it('a second finalize with the same lease and other values is an IdempotencyConflictError naming each, and changes nothing', async () => {
       const seeded = await seedClaim(suite);
       const first = await finalize(seeded);
       expect(first.data.finalizeOperation.finalized).toBe(true);
@@ -105,12 +105,19 @@ describeGraphQL('graphql watches', (suite) => {
       suite.clock.advance(5_000);
       const second = await finalize(seeded, { documentID: 'doc-2', sourceID: 'other', resultEntity: { title: 'changed' }, currentWinnerDigest: 'digest-2' });
       expect(second.errors).toBeUndefined();
-      expect(second.data.finalizeOperation).toMatchObject({
-        __typename: 'FinalizeOperationPayload',
-        finalized: false,
-        watch: null,
-        operation: { id: seeded.id, state: 'COMMITTED', documentID: 'doc-1', resultEntity: { title: 'Lunch' } },
+      expect(second.data.finalizeOperation).toEqual({
+        __typename: 'IdempotencyConflictError',
+        code: 'IDEMPOTENCY_CONFLICT',
+        message: 'idempotency key already used with a different documentID, resultEntity, sourceID, currentWinnerDigest',
+        fields: ['documentID', 'resultEntity', 'sourceID', 'currentWinnerDigest'],
       });
+      // One value alone is named alone; the same values again are a replay.
+      const onlyResult = await finalize(seeded, { resultEntity: { title: 'Lunch', extra: true } });
+      expect(onlyResult.data.finalizeOperation).toMatchObject({ __typename: 'IdempotencyConflictError', fields: ['resultEntity'] });
+      const onlySource = await finalize(seeded, { sourceID: 'another-source' });
+      expect(onlySource.data.finalizeOperation).toMatchObject({ __typename: 'IdempotencyConflictError', fields: ['sourceID'] });
+      const replay = await finalize(seeded);
+      expect(replay.data.finalizeOperation).toMatchObject({ __typename: 'FinalizeOperationPayload', finalized: true, operation: { documentID: 'doc-1' } });
       expect(await allWatchRows(suite.store)).toEqual(before);
       expect(await getOperationByKey(suite.store, seeded.operation)).toEqual(opBefore);
     });

@@ -36,6 +36,7 @@ export const FINALIZE = /* GraphQL */ `
         watch { ...WatchFields }
       }
       ${ERROR_FIELDS}
+      ... on IdempotencyConflictError { fields }
     }
   }
   ${WATCH_FIELDS}

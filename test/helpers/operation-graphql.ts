@@ -20,7 +20,7 @@ export const OPERATION_FIELDS = `
 const errorFields = (...withField: ('IdempotencyConflictError' | 'InvalidInputError')[]) => `
   __typename
   ... on Error { code message }
-  ${withField.map((type) => `... on ${type} { field }`).join('\n  ')}
+  ${withField.map((type) => `... on ${type} { field${type === 'IdempotencyConflictError' ? ' fields' : ''} }`).join('\n  ')}
   ... on InputValidationError { issues { path message } }`;
 
 /** The GraphQL shape of an operation. */

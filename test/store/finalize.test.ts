@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { finalizeOperationAndArmWatch, type FinalizeOperationInput } from '../../src/store/finalize/index.js';
+import { IdempotencyConflictError } from '../../src/store/errors.js';
 import { getOperationByKey } from '../../src/store/operations/index.js';
 import { getWatch } from '../../src/store/projection-watches/index.js';
 import type { StoreContext } from '../../src/store/context.js';
@@ -45,6 +46,8 @@ describeEachDialect('finalize', (suite) => {
         lease_expires_at: null,
         // A digest of the finalizing token (recognises a replay), never the token itself.
         finalized_lease_digest: createHash('sha256').update(op.lease_token!).digest('base64url'),
+        // What else it was finalized with, for comparing a replay (migration 0012).
+        finalized_input: JSON.stringify({ ownerDID: OWNER, connectorName: 'google', model: 'calendar.event', accountKey: 'account-1', sourceID: 'source-1', currentWinnerDigest: 'digest-1' }),
       });
       expect(JSON.stringify(after)).not.toContain(op.lease_token!);
       expect(after?.version).toBe(op.version);
@@ -88,7 +91,8 @@ describeEachDialect('finalize', (suite) => {
       const first = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op));
       const before = await snapshot(suite.store, op);
       suite.clock.advance(5_000);
-      const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { currentWinnerDigest: 'digest-2', resultEntity: { other: true } }));
+      // The same values, the result's keys in another order (compared as JSON values).
+      const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { resultEntity: { attendees: ['a', 'b'], title: 'Lunch', id: 'provider-1' } }));
       expect(again).toEqual({ finalized: true, replayed: true, operation: first.operation, watch: first.watch });
       expect(await snapshot(suite.store, op)).toEqual(before);
       // Another token at the same version is not the holder that finalized it.
@@ -96,15 +100,20 @@ describeEachDialect('finalize', (suite) => {
       expect(other).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
     });
 
-    it('refuses a second finalize with the same lease and changes nothing', async () => {
+    it('refuses a second finalize by the same holder with other values, naming each (documentID, resultEntity, the watch identity, the digest), and changes nothing', async () => {
       const op = await insertOperationRow(suite.store);
       expect((await finalizeOperationAndArmWatch(suite.store, finalizeInput(op))).finalized).toBe(true);
       const before = await snapshot(suite.store, op);
       suite.clock.advance(5_000);
 
-      const again = await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-2', currentWinnerDigest: 'digest-2' }));
-
-      expect(again).toEqual({ finalized: false, replayed: false, operation: null, watch: null });
+      await expect(finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-2', currentWinnerDigest: 'digest-2' }))).rejects.toMatchObject({
+        code: 'IDEMPOTENCY_CONFLICT',
+        fields: ['documentID', 'currentWinnerDigest'],
+      });
+      await expect(finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { resultEntity: { other: true } }))).rejects.toBeInstanceOf(IdempotencyConflictError);
+      await expect(
+        finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { watchIdentity: watchIdentity({ sourceID: 'source-2', accountKey: 'account-2' }) })),
+      ).rejects.toMatchObject({ fields: ['accountKey', 'sourceID'] });
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 
@@ -249,11 +258,7 @@ describeEachDialect('finalize', (suite) => {
     describe('concurrency (Postgres, real parallel connections)', () => {
       it.runIf(suite.dialect === 'postgres')('100 concurrent identical finalizes: 100 × true, one commit, one arm (the others are replays)', async () => {
         const op = await insertOperationRow(suite.store);
-        const results = await Promise.all(
-          Array.from({ length: 100 }, (_, i) =>
-            finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { currentWinnerDigest: `digest-${i}` })),
-          ),
-        );
+        const results = await Promise.all(Array.from({ length: 100 }, () => finalizeOperationAndArmWatch(suite.store, finalizeInput(op))));
         expect(results.every((r) => r.finalized)).toBe(true);
         expect(results.filter((r) => !r.replayed)).toHaveLength(1);
         const rows = await allWatchRows(suite.store);
@@ -263,6 +268,17 @@ describeEachDialect('finalize', (suite) => {
         expect(rows[0]?.observed_winner_digest).toBe(winner?.watch?.observedWinnerDigest);
         for (const replay of results.filter((r) => r.replayed)) expect(replay.watch?.nodeKey).toBe(rows[0]?.node_key);
         expect((await getOperationRow(suite.store, operationKey(op)))?.state).toBe('committed');
+      });
+
+      it.runIf(suite.dialect === 'postgres')('concurrent finalizes by the holder with different digests: one commits, every other is a conflict naming the digest, never a silent replay', async () => {
+        const op = await insertOperationRow(suite.store);
+        const results = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) => finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { currentWinnerDigest: `digest-${i}` }))),
+        );
+        const committed = results.filter((r) => r.status === 'fulfilled');
+        expect(committed).toHaveLength(1);
+        for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', fields: ['currentWinnerDigest'] });
+        expect((await allWatchRows(suite.store))[0]?.observed_winner_digest).toBe((committed[0] as PromiseFulfilledResult<{ watch: { observedWinnerDigest: string | null } | null }>).value.watch?.observedWinnerDigest);
       });
 
       it.runIf(suite.dialect === 'postgres')('stale leases racing the current one: only the current holder finalizes', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError, ObservationRecordTypeError } from '../../src/store/errors.js';
+import { IdempotencyConflictError, InvalidInputError, ObservationRecordTypeError } from '../../src/store/errors.js';
 import {
   deleteObservationRepair,
   getObservationRepair,
@@ -75,9 +75,13 @@ describeEachDialect('observations', (suite) => {
       expect(byHash.get('none')).toBeNull();
     });
 
-    it('is idempotent on (type, owner, id, op hash): a second put changes nothing', async () => {
+    it('is idempotent on (type, owner, id, op hash): the same record again changes nothing, other values under the key are a conflict naming each', async () => {
       expect(await putObservationRecord(suite.store, record({ payload: new Uint8Array([1]) }))).toBe(true);
-      expect(await putObservationRecord(suite.store, record({ hlc: 'later', opJWT: 'other', payload: new Uint8Array([2]) }))).toBe(false);
+      expect(await putObservationRecord(suite.store, record({ payload: new Uint8Array([1]) }))).toBe(false);
+      const conflict = await putObservationRecord(suite.store, record({ hlc: 'later', opJWT: 'other', payload: new Uint8Array([2]) })).catch((error: unknown) => error);
+      expect(conflict).toBeInstanceOf(IdempotencyConflictError);
+      expect((conflict as IdempotencyConflictError).fields).toEqual(['hlc', 'opJWT', 'payload']);
+      await expect(putObservationRecord(suite.store, record({ payload: null }))).rejects.toMatchObject({ fields: ['payload'] });
       const records = await listObservationRecords(suite.store, { documentID: 'doc-1' });
       expect(records).toHaveLength(1);
       expect(records[0]).toMatchObject({ hlc: '0001:0000:node', opJWT: 'eyJhbGciOiJFZERTQSJ9.e30.sig', payload: new Uint8Array([1]) });

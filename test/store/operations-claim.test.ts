@@ -146,6 +146,14 @@ describeEachDialect('operations: claim', (suite) => {
       });
     }
 
+    it('names every differing field, in the order of the write’s identity', async () => {
+      await claimFresh(suite.store);
+      await expect(claimOperation(suite.store, claimInput({ payloadHash: 'hash-2', ownerDID: 'did:key:z6MkSomeoneElse', op: 'update' }))).rejects.toMatchObject({
+        field: 'ownerDID',
+        fields: ['ownerDID', 'op', 'payloadHash'],
+      });
+    });
+
     it('conflicts before replaying: a committed key with another payload is refused', async () => {
       await claimFresh(suite.store);
       await commitDirectly(suite.store, keyOf(claimInput()), 'doc-1', { id: 'p-1' });

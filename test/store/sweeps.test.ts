@@ -107,15 +107,12 @@ describeEachDialect('sweeps', (suite) => {
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(1_203);
   });
 
-  it('a re-record of the same receipt writes nothing and keeps candidate progress', async () => {
+  it('a re-record of the same receipt (candidates in any order) writes nothing and keeps candidate progress', async () => {
     const { store, clock } = suite;
     const first = await recordSweepReceipt(store, receiptInput('run-1'));
     await recordSweepOutcome(store, { candidateKey: candidateKey('run-1', 'doc-a'), outcome: 'applied' });
     clock.advance(1_000);
-    const again = await recordSweepReceipt(
-      store,
-      receiptInput('run-1', { candidates: [{ documentID: 'doc-c', sourceID: 'src-c', modelID: 'model-event' }] }),
-    );
+    const again = await recordSweepReceipt(store, receiptInput('run-1', { candidates: [...receiptInput('run-1').candidates].reverse() }));
     expect(again.created).toBe(false);
     expect(again.receipt).toEqual(first.receipt);
     const candidates = await listSweepCandidatesOfReceipt(store, receiptKey('run-1'));
@@ -134,6 +131,16 @@ describeEachDialect('sweeps', (suite) => {
     });
     await expect(recordSweepReceipt(store, receiptInput('run-1', { complete: false }))).rejects.toBeInstanceOf(IdempotencyConflictError);
     await expect(recordSweepReceipt(store, receiptInput('run-1', { predicate: 'x' }))).rejects.toMatchObject({ field: 'predicate' });
+    // Every differing field is named, the candidate list too (another document, or another source id of one).
+    await expect(recordSweepReceipt(store, receiptInput('run-1', { sequence: 2, scope: 'other', kind: 'delta' }))).rejects.toMatchObject({
+      fields: ['sequence', 'scope', 'kind'],
+    });
+    await expect(
+      recordSweepReceipt(store, receiptInput('run-1', { candidates: [{ documentID: 'doc-c', sourceID: 'src-c', modelID: 'model-event' }] })),
+    ).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', fields: ['candidates'] });
+    await expect(
+      recordSweepReceipt(store, receiptInput('run-1', { candidates: [{ documentID: 'doc-a', sourceID: 'src-a', modelID: 'model-event' }, { documentID: 'doc-b', sourceID: 'src-x', modelID: 'model-event' }] })),
+    ).rejects.toMatchObject({ fields: ['candidates'] });
     expect((await getSweepReceipt(store, receiptKey('run-1')))?.sequence).toBe(1);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(2);
   });

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { inTransaction, type StoreContext } from '../context.js';
-import { encodeJSONColumn } from '../json.js';
+import { IdempotencyConflictError } from '../errors.js';
+import { decodeJSONColumn, encodeJSONColumn } from '../json.js';
 import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
@@ -56,9 +58,10 @@ export interface FinalizeOperationResult {
  * 2. No row matched → nothing else is written: a stale lease never touches
  *    the watch. It answers `{ finalized: false }`, unless the operation is
  *    committed and was finalized by this same holder (version and lease
- *    token, kept as a digest) for this same document: then it is a replay
+ *    token, kept as a digest) with the same parameters: then it is a replay
  *    (SPEC §3.4 "retries"), answering `{ finalized: true, replayed: true }`
- *    with the recorded operation and the document's watch as it is.
+ *    with the recorded operation and the document's watch as it is; the same
+ *    holder with other parameters is an {@link IdempotencyConflictError}.
  * 3. The document's watch under any other identity is deleted: one watch per
  *    (owner, model, document).
  * 4. The watch is upserted: a new one starts `pending_verification`, attempts
@@ -96,6 +99,7 @@ export async function finalizeOperationAndArmWatch(
         lease_token: null,
         lease_expires_at: null,
         finalized_lease_digest: leaseDigest(input.leaseToken),
+        finalized_input: JSON.stringify(finalizedInput(input)),
         last_error: null,
       })
       .where('caller_did', '=', input.key.callerDID)
@@ -121,20 +125,36 @@ function leaseDigest(leaseToken: string): string {
   return createHash('sha256').update(leaseToken).digest('base64url');
 }
 
+/** What a finalize was asked with beyond the document and result the row holds (migration 0012's `finalized_input`). */
+function finalizedInput(input: FinalizeOperationInput): Record<string, string | null> {
+  const { ownerDID, connectorName, model, accountKey, sourceID } = input.watchIdentity;
+  return { ownerDID, connectorName, model, accountKey, sourceID, currentWinnerDigest: input.currentWinnerDigest };
+}
+
 /**
- * A finalize that changed nothing: a replay when the operation is committed
- * and was finalized by this same holder (version, lease token) for this same
- * document — then the recorded result and the document's watch as it is, and
- * nothing is written; otherwise refused (a lost or taken-over lease).
+ * A finalize that changed nothing. When the operation is committed and was
+ * finalized by this same holder (version, lease token): a replay if every
+ * parameter matches what it committed with (document, result entity, watch
+ * identity, current-winner digest; the result compared as JSON values, so key
+ * order does not matter), then the recorded result and the document's watch
+ * as it is, and nothing is written; any other parameter is an
+ * {@link IdempotencyConflictError} naming each (Stripe's rule: the same key
+ * never silently drops a change). Anyone else: refused as a lost or
+ * taken-over lease.
  */
 async function replayOf(tx: StoreContext, input: FinalizeOperationInput): Promise<FinalizeOperationResult> {
   const row = await selectOperationRow(tx, input.key);
-  const replay =
-    row !== undefined &&
-    row.state === 'committed' &&
-    Number(row.version) === input.version &&
-    row.document_id === input.documentID &&
-    row.finalized_lease_digest === leaseDigest(input.leaseToken);
-  if (!replay) return { finalized: false, replayed: false, operation: null, watch: null };
+  const sameHolder =
+    row !== undefined && row.state === 'committed' && Number(row.version) === input.version && row.finalized_lease_digest === leaseDigest(input.leaseToken);
+  if (!sameHolder) return { finalized: false, replayed: false, operation: null, watch: null };
+  const differing: string[] = [];
+  if (row.document_id !== input.documentID) differing.push('documentID');
+  if (!isDeepStrictEqual(decodeJSONColumn(row.result_entity), decodeJSONColumn(encodeJSONColumn(input.resultEntity)))) differing.push('resultEntity');
+  // Finalized before migration 0012: only the document and the result can be compared.
+  const stored = row.finalized_input === null ? null : (JSON.parse(row.finalized_input) as Record<string, string | null>);
+  if (stored !== null) {
+    for (const [field, value] of Object.entries(finalizedInput(input))) if (stored[field] !== value) differing.push(field);
+  }
+  if (differing.length > 0) throw new IdempotencyConflictError(differing);
   return { finalized: true, replayed: true, operation: rowToOperation(row), watch: await getWatch(tx, input.watchIdentity) };
 }

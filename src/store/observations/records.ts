@@ -1,13 +1,15 @@
 /** Signed observation records (SPEC §3.6). */
 import type { StoreContext } from '../context.js';
-import { ObservationRecordTypeError } from '../errors.js';
+import { IdempotencyConflictError, ObservationRecordTypeError } from '../errors.js';
 import { rowToObservationRecord, toDriverBytes } from './row.js';
 import { OBSERVATION_RECORD_TYPE, type ObservationRecord, type ObservationRecordInput } from './types.js';
 
 /**
  * Stores a signed observation op. Only type `connector.observation` is
  * accepted ({@link ObservationRecordTypeError} otherwise). Idempotent on
- * (type, owner, id, op hash): storing the same key again changes nothing.
+ * (type, owner, id, op hash): storing the same record again changes nothing;
+ * the same key with another HLC, op JWT or payload is an
+ * {@link IdempotencyConflictError} naming each, and the stored record stays.
  * Returns whether a new record was inserted.
  */
 export async function putObservationRecord(store: StoreContext, input: ObservationRecordInput): Promise<boolean> {
@@ -26,7 +28,27 @@ export async function putObservationRecord(store: StoreContext, input: Observati
     .onConflict((oc) => oc.columns(['type', 'owner', 'id', 'op_hash']).doNothing())
     .returning('op_hash')
     .executeTakeFirst();
-  return inserted !== undefined;
+  if (inserted !== undefined) return true;
+  const stored = await store.db
+    .selectFrom('kubun_connector_observation_records')
+    .select(['hlc', 'op_jwt', 'payload'])
+    .where('type', '=', input.type)
+    .where('owner', '=', input.owner)
+    .where('id', '=', input.id)
+    .where('op_hash', '=', input.opHash)
+    .executeTakeFirst();
+  if (stored === undefined) return false;
+  const differing: string[] = [];
+  if (stored.hlc !== input.hlc) differing.push('hlc');
+  if (stored.op_jwt !== input.opJWT) differing.push('opJWT');
+  if (!sameBytes(stored.payload, input.payload ?? null)) differing.push('payload');
+  if (differing.length > 0) throw new IdempotencyConflictError(differing);
+  return false;
+}
+
+function sameBytes(a: Uint8Array | null, b: Uint8Array | null): boolean {
+  if (a === null || b === null) return a === b;
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 }
 
 /** Options of {@link listObservationRecords}. */

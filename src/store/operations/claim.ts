@@ -148,9 +148,8 @@ function claimed(row: OperationRow, token: string): ClaimOperationResult {
 }
 
 function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
-  for (const [field, column] of IDENTITY_FIELDS) {
-    if (row[column] !== input[field]) throw new IdempotencyConflictError(field);
-  }
+  const differing = IDENTITY_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
+  if (differing.length > 0) throw new IdempotencyConflictError(differing);
 }
 
 function validateClaim(input: ClaimOperationInput): void {

@@ -1,4 +1,5 @@
 /** Recording and reading sweep receipts (one listing pass and its deletion candidates). */
+import { createHash } from 'node:crypto';
 import type { StoreContext } from '../context.js';
 import { changedAny, inTransaction } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
@@ -43,11 +44,12 @@ const CANDIDATE_INSERT_CHUNK = 500;
 
 /**
  * Records one listing pass and its deletion candidates in one transaction.
- * Idempotent on the receipt key: re-recording an identical receipt writes
- * nothing and returns the stored one (candidates keep their progress; the
- * replayed candidate list is not compared). A receipt with the same key but
- * different fields is an {@link IdempotencyConflictError} naming the first
- * differing field, and nothing is written.
+ * Idempotent on the receipt key: re-recording an identical receipt (the same
+ * fields and the same candidates, in any order) writes nothing and returns
+ * the stored one, whose candidates keep their progress. The same key with
+ * other fields or other candidates is an {@link IdempotencyConflictError}
+ * naming every differing field (`candidates` for the list, compared by a
+ * digest kept since migration 0012), and nothing is written.
  */
 export async function recordSweepReceipt(store: StoreContext, input: RecordSweepReceiptInput): Promise<RecordSweepReceiptResult> {
   requireReceiptKey('key', input.key);
@@ -83,6 +85,7 @@ export async function recordSweepReceipt(store: StoreContext, input: RecordSweep
         complete: input.complete ? 1 : 0,
         created_at: now,
         committed_at: null,
+        candidates_digest: candidatesDigest(input.candidates),
       })
       // A concurrent record of the same key waits for the first to commit and then does nothing.
       .onConflict((oc) => oc.columns(['owner_did', 'connector_name', 'partition', 'provenance']).doNothing())
@@ -91,8 +94,18 @@ export async function recordSweepReceipt(store: StoreContext, input: RecordSweep
     if (!changedAny(inserted)) {
       const existing = await getSweepReceipt(tx, key);
       if (existing === null) throw new Error('sweep receipt vanished between insert and read');
-      const differing = firstDifferingField(existing, { ...input, predicate });
-      if (differing !== null) throw new IdempotencyConflictError(differing);
+      const differing = differingFields(existing, { ...input, predicate });
+      const stored = await tx.db
+        .selectFrom('kubun_connector_sweep_receipt')
+        .select('candidates_digest')
+        .where('owner_did', '=', key.ownerDID)
+        .where('connector_name', '=', key.connectorName)
+        .where('partition', '=', key.partition)
+        .where('provenance', '=', key.provenance)
+        .executeTakeFirst();
+      // Receipts recorded before migration 0012 kept no digest: their lists cannot be compared.
+      if (stored?.candidates_digest != null && stored.candidates_digest !== candidatesDigest(input.candidates)) differing.push('candidates');
+      if (differing.length > 0) throw new IdempotencyConflictError(differing);
       return { created: false, receipt: existing };
     }
 
@@ -130,7 +143,16 @@ export async function getSweepReceipt(store: StoreContext, key: SweepReceiptKey)
   return (await getSweepReceiptsByKeys(store, [key]))[0] ?? null;
 }
 
-function firstDifferingField(stored: SweepReceipt, input: RecordSweepReceiptInput & { predicate: string | null }): string | null {
+/** A digest of a candidate list that does not depend on its order (document ids are unique in a receipt). */
+function candidatesDigest(candidates: readonly SweepCandidateInput[]): string {
+  const sorted = [...candidates].sort((a, b) => (a.documentID < b.documentID ? -1 : a.documentID > b.documentID ? 1 : 0));
+  return createHash('sha256')
+    .update(JSON.stringify(sorted.map((c) => [c.documentID, c.sourceID, c.modelID])))
+    .digest('base64url');
+}
+
+/** Every receipt field of `input` that differs from the stored receipt. */
+function differingFields(stored: SweepReceipt, input: RecordSweepReceiptInput & { predicate: string | null }): string[] {
   const pairs: [string, unknown, unknown][] = [
     ['sequence', stored.sequence, input.sequence],
     ['modelID', stored.modelID, input.modelID],
@@ -141,6 +163,5 @@ function firstDifferingField(stored: SweepReceipt, input: RecordSweepReceiptInpu
     ['kind', stored.kind, input.kind],
     ['complete', stored.complete, input.complete],
   ];
-  for (const [field, a, b] of pairs) if (a !== b) return field;
-  return null;
+  return pairs.filter(([, a, b]) => a !== b).map(([field]) => field);
 }
