@@ -12,7 +12,7 @@ import type { GraphQLContext } from './context.js';
 import { loadEntityTrimsByDocumentIDs } from './entity-trim.js';
 import { loadObservationRecordsByDocumentIDs, loadRepairsByDocumentIDs } from './observations.js';
 import { loadOperationsByDocumentIDs } from './operations.js';
-import { canSeeOwned } from './viewer.js';
+import { canSeeOwned, requireService } from './viewer.js';
 import { watchByDocumentLoader } from './watches.js';
 
 /** Batch loader of each document's visible sweep candidates (deletion candidates of a listing pass). */
@@ -63,7 +63,8 @@ export async function hasConnectorWork(documentID: string, ctx: GraphQLContext):
  * unfinished operation names it. Deletions are not streamed to subscribers:
  * a watch or operation that is gone simply stops emitting.
  */
-export function sweepDocument(documentID: string, ctx: GraphQLContext): Promise<DocumentSweepResult> {
+export async function sweepDocument(documentID: string, ctx: GraphQLContext): Promise<DocumentSweepResult> {
+  requireService(ctx.viewer, 'sweep a document (a document id names one document across owners)');
   return sweepDocumentRows(ctx.store, documentID);
 }
 

@@ -6,7 +6,7 @@
 import { createPendingAuth, consumePendingAuth, type PendingAuthRecord, type PendingAuthSummary } from '../src/store/pending-auth/index.js';
 import { InvalidInputError } from '../src/store/errors.js';
 import type { GraphQLContext } from './context.js';
-import { actingOwner } from './viewer.js';
+import { actingOwner, requireService } from './viewer.js';
 
 export type { PendingAuthRecord, PendingAuthSummary } from '../src/store/pending-auth/index.js';
 
@@ -49,6 +49,7 @@ export function createPendingAuthorization(input: CreatePendingAuthArgs, ctx: Gr
 }
 
 /** `consumePendingAuthorization` (service only): single use; an unknown, spent or expired state gives null. */
-export function consumePendingAuthorization(state: string, ctx: GraphQLContext): Promise<PendingAuthRecord | null> {
+export async function consumePendingAuthorization(state: string, ctx: GraphQLContext): Promise<PendingAuthRecord | null> {
+  requireService(ctx.viewer, 'consume a pending authorization');
   return consumePendingAuth(ctx.store, state);
 }

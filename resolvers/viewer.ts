@@ -43,3 +43,12 @@ export function actingOwner(viewer: Viewer, requested: string | null | undefined
   if (viewer.kind !== 'service' && owner !== did) throw new ForbiddenError('only a service principal may act for another owner');
   return owner;
 }
+
+/**
+ * Refuses a write that only service principals may make, as a typed
+ * `ForbiddenError` in the mutation's result (queries refuse through their
+ * `service` scope, a top-level FORBIDDEN).
+ */
+export function requireService(viewer: Viewer, what: string): void {
+  if (viewer.kind !== 'service') throw new ForbiddenError(`only a service principal may ${what}`);
+}

@@ -5,7 +5,7 @@
  */
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { DocumentSweepUnfinishedOperationError } from '../resolvers/errors.js';
+import { DocumentSweepUnfinishedOperationError, ForbiddenError } from '../resolvers/errors.js';
 import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
 import { resultUnion } from './errors.js';
@@ -115,12 +115,12 @@ const SweepDocumentPayload = builder.simpleObject('SweepDocumentPayload', {
 
 builder.mutationField('sweepDocument', (t) =>
   t.field({
-    authScopes: { service: true },
+    authScopes: { authenticated: true },
     description:
-      'Service principals only (a document id names one document across owners): delete a deleted document’s observation records, repair, trim, watch, sweep candidates and finished operations, in one transaction (SPEC §3.6). Refused while an unfinished operation names it.',
+      'Service principals only (a document id names one document across owners; anyone else gets ForbiddenError): delete a deleted document’s observation records, repair, trim, watch, sweep candidates and finished operations, in one transaction (SPEC §3.6). Refused while an unfinished operation names it.',
     type: SweepDocumentPayload,
     args: { input: t.arg({ type: SweepDocumentInput, required: true, description: 'The deleted local document.' }) },
-    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError], directResult: true, union: resultUnion('SweepDocumentResult') },
+    errors: { types: [InputValidationError, DocumentSweepUnfinishedOperationError, ForbiddenError], directResult: true, union: resultUnion('SweepDocumentResult') },
     resolve: async (_root, { input }, ctx) => ({ documentID: input.documentID, deleted: await sweepDocument(input.documentID, ctx) }),
   }),
 );

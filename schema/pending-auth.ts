@@ -102,11 +102,11 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) => resolve.createPendingAuthorization(input, ctx),
   }),
   consumePendingAuthorization: t.field({
-    authScopes: { service: true },
-    description: 'Consume a pending authorization once, with its code verifier (service principals only).',
+    authScopes: { authenticated: true },
+    description: 'Consume a pending authorization once, with its code verifier (service principals only; anyone else gets ForbiddenError).',
     type: ConsumePendingAuthorizationPayload,
     args: { input: t.arg({ type: ConsumePendingAuthorizationInput, required: true, description: 'The OAuth `state` to consume.' }) },
-    errors: { types: [InputValidationError], directResult: true, union: resultUnion('ConsumePendingAuthorizationResult') },
+    errors: { types: [InputValidationError, ForbiddenError], directResult: true, union: resultUnion('ConsumePendingAuthorizationResult') },
     resolve: async (_root, { input }, ctx) => ({ consumed: await resolve.consumePendingAuthorization(input.state, ctx) }),
   }),
 }));

@@ -1071,6 +1071,7 @@ export type SweepDocumentMutationVariables = Exact<{
 
 export type SweepDocumentMutation = { sweepDocument:
     | { __typename: 'DocumentSweepUnfinishedOperationError', code: string, message: string }
+    | { __typename: 'ForbiddenError', code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'SweepDocumentPayload', documentID: string, deleted: { observationRecords: number, repairs: number, trims: number, watches: number, sweepCandidates: number, operations: number } }
    };

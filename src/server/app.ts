@@ -8,6 +8,7 @@ import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import type { TracerProvider } from '@opentelemetry/api';
+import { InputValidationError } from '@pothos/plugin-validation';
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
@@ -28,6 +29,7 @@ import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
 import { renderGraphiQLPage, useGraphiQLAssets } from './graphiql-assets.js';
 import { useGraphQLSSEProtocol } from './graphql-sse.js';
 import { useCompiledExecution } from './jit.js';
+import { refusedArgument, useRequestErrorCodes } from './error-codes.js';
 import { useNestingLimit } from './nesting-limit.js';
 import { createMetrics } from './metrics.js';
 import { loadPersistedDocuments, usePersistedDocuments, type PersistedDocuments } from './persisted-documents.js';
@@ -213,6 +215,7 @@ export function createServerApp({
     // A client that goes away (socket closed, request aborted) ends its execution.
     cancelExecutionWithItsRequest(),
     useCompiledExecution(),
+    useRequestErrorCodes(),
     // Last: it wraps whichever execute function the plugins above chose, so SQL spans nest under it.
     ...(tracerProvider !== undefined ? [useTracing(tracerProvider)] : []),
   ];
@@ -239,6 +242,9 @@ export function createServerApp({
     // Unexpected errors (driver text, bugs) never reach clients: only this message and the request id.
     maskedErrors: {
       maskError: (error) => {
+        // A query's argument refused by its input rules: typed, with every issue (mutations answer it in their union).
+        if (error instanceof GraphQLError && error.originalError instanceof InputValidationError) return refusedArgument(error, error.originalError);
+        if (error instanceof InputValidationError) return refusedArgument(error, error);
         if (error instanceof GraphQLError && error.originalError === undefined) return error;
         if (error instanceof GraphQLError && error.originalError instanceof GraphQLError) return error;
         // Overload and lost connections are typed and retryable (503 + Retry-After), never a defect's mask.

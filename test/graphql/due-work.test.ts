@@ -79,8 +79,14 @@ describeGraphQL('graphql due work', (suite) => {
       await dueClaim('a');
       const res = await suite.gql(DUE_FOR, { connectorName: '' }, { as: 'worker' });
       expect(res.data).toBeNull();
-      // As operationByKey(operationID: ""): the validation plugin's message; query fields have no typed error results.
-      expect(res.errors).toEqual([{ message: 'Validation error: connectorName: must not be empty', path: ['dueOperations'] }]);
+      // As every query argument: BAD_USER_INPUT with the rules' issues (query fields have no typed error results).
+      expect(res.errors).toEqual([
+        {
+          message: 'Validation error: connectorName: must not be empty',
+          path: ['dueOperations'],
+          extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['connectorName'], message: 'must not be empty' }] },
+        },
+      ]);
     });
   });
 

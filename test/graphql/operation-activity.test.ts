@@ -64,18 +64,25 @@ describeGraphQL('graphql operations: activity by hour', (suite) => {
     expect(totals(github.buckets)).toEqual({ committed: 0, retryable: 0, unknown: 0, fatal: 0, offline: 1, auth: 0 });
   });
 
-  it('refuses anonymous readers, unknown windows and an empty connector name, with a message', async () => {
+  it('refuses anonymous readers, unknown windows and an empty connector name, each with a code', async () => {
     const anonymous = await suite.gql(ACTIVITY, { window: 'LAST_24_HOURS' }, { as: 'anonymous' });
     expect(anonymous.data?.operationActivity ?? null).toBeNull();
     expect(anonymous.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
     const window = await suite.gql(ACTIVITY, { window: 'LAST_YEAR' });
-    // A bad variable is refused before execution (its extensions.code is issue 23's).
+    // A bad variable is refused before anything runs, with a code.
     expect(window.data?.operationActivity ?? null).toBeNull();
     expect(window.errors?.[0]?.message).toMatch(/LAST_YEAR/);
+    expect(window.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
     const name = await suite.gql(ACTIVITY, { window: 'LAST_24_HOURS', connectorName: '  ' });
-    // As every query argument today: the validation plugin's message, no data (its extensions.code is issue 23's).
+    // As every query argument: BAD_USER_INPUT with the rules' issues, no data.
     expect(name.data).toBeNull();
-    expect(name.errors).toEqual([{ message: 'Validation error: connectorName: must not be empty', path: ['operationActivity'] }]);
+    expect(name.errors).toEqual([
+      {
+        message: 'Validation error: connectorName: must not be empty',
+        path: ['operationActivity'],
+        extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['connectorName'], message: 'must not be empty' }] },
+      },
+    ]);
   });
 
   it('defaults to the last 24 hours', async () => {

@@ -37,7 +37,8 @@ describeEachDialect('request log', (suite) => {
       target.yoga.fetch('http://localhost/graphql', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
     await ask({ authorization: `Bearer ${token}`, 'x-request-id': 'req-12345678' }, { query: 'query Dash { serverInfo { viewerDID } }', operationName: 'Dash' });
     await ask({ authorization: `Bearer ${service}` }, { query: '{ __typename }' });
-    await ask({}, { query: '{ operationCounts { count } }' });
+    // No operationName sent: the document's only operation names the line.
+    await ask({}, { query: 'query Counts { operationCounts { count } }' });
     await ask({ authorization: 'Bearer not-a-token' }, { query: '{ __typename }' });
     await target.yoga.fetch('http://localhost/healthz'); // liveness probes are not logged
     await target.yoga.fetch('http://localhost/readyz');
@@ -46,7 +47,7 @@ describeEachDialect('request log', (suite) => {
     expect(lines[0]).toMatchObject({ level: 30, msg: 'request', method: 'POST', path: '/graphql', status: 200, operationName: 'Dash', requestID: 'req-12345678', viewer: 'user' });
     expect(typeof lines[0]!.durationMs).toBe('number');
     expect(lines[1]).toMatchObject({ status: 200, operationName: null, viewer: 'service' });
-    expect(lines[2]).toMatchObject({ viewer: 'anonymous' });
+    expect(lines[2]).toMatchObject({ viewer: 'anonymous', operationName: 'Counts' });
     expect(lines[3]).toMatchObject({ status: 401, viewer: 'none' });
     expect(lines[4]).toMatchObject({ method: 'GET', path: '/readyz', status: 200 });
     expect(logs.text).not.toContain(token);
