@@ -172,7 +172,8 @@ describe('schema artefacts', () => {
     expect(readable).toEqual(['ConsumedPendingAuthorization.codeVerifier']);
     expect(verifierFields).toEqual(['ConsumePendingAuthorizationPayload.consumed']);
     expect(payloadOf('consumePendingAuthorization').name).toBe('ConsumePendingAuthorizationPayload');
-    expect(schema.getMutationType()?.getFields().consumePendingAuthorization?.extensions?.pothosOptions).toMatchObject({ authScopes: { service: true } });
+    // Service-only by its resolver (requireService: anyone else gets ForbiddenError in the result; pending-auth.test.ts and typed-refusals.test.ts call it as a user).
+    expect(schema.getMutationType()?.getFields().consumePendingAuthorization?.extensions?.pothosOptions).toMatchObject({ authScopes: { authenticated: true } });
     expect(tokens).toEqual(['OperationLease.token']);
     // The lease is only handed out by mutation payloads: claim (and acquire/renew via OperationPayload).
     expect(leaseFields.sort()).toEqual(['ClaimOperationPayload.lease', 'OperationPayload.lease']);
