@@ -142,16 +142,17 @@ export async function operationByKey(args: { operationID: string; callerDID?: st
  * Input of `claimOperation`: the store's claim input without the caller (always
  * the viewer), with the owner optional (default: the viewer).
  */
-export type ClaimOperationArgs = Omit<operations.ClaimOperationInput, 'callerDID' | 'ownerDID' | 'sourceID'> & {
+export type ClaimOperationArgs = Omit<operations.ClaimOperationInput, 'callerDID' | 'ownerDID' | 'sourceID' | 'documentID'> & {
   ownerDID?: string | null;
   sourceID?: string | null;
+  documentID?: string | null;
 };
 
 /** `claimOperation`: the viewer is always the caller; only a service may name another owner. */
 export async function claimOperation(input: ClaimOperationArgs, ctx: GraphQLContext) {
   const callerDID = viewerDID(ctx.viewer);
   const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
-  const result = await operations.claimOperation(ctx.store, { ...input, callerDID, ownerDID, sourceID: input.sourceID ?? null });
+  const result = await operations.claimOperation(ctx.store, { ...input, callerDID, ownerDID, sourceID: input.sourceID ?? null, documentID: input.documentID ?? null });
   // Only a claim that took a lease wrote anything.
   if (result.outcome === 'CLAIMED') await announce(ctx, 'operation', [result.operation.nodeKey]);
   return result;

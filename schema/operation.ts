@@ -113,7 +113,7 @@ export const ConnectorOperation = builder.loadableNode('ConnectorOperation', {
       nullable: true,
       description: 'The provider’s etag as the holder last recorded it (`recordOperationAttempt`, `recordReconcileResult`); null until one is recorded.',
     }),
-    documentID: t.exposeString('documentID', { nullable: true, description: 'The local document the write produced or updated; set by finalize, null before.' }),
+    documentID: t.exposeString('documentID', { nullable: true, description: 'The local document the write produced or updated; named at claim (`ClaimOperationInput.documentID`) or set by finalize; null before either.' }),
     resultEntity: t.expose('resultEntity', {
       type: 'JSON',
       nullable: true,
@@ -380,6 +380,12 @@ const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
       required: false,
       validate: textInput.optional().nullable(),
       description: 'The provider’s id of the target document, when known. Kept from the first claim.',
+    }),
+    documentID: t.string({
+      required: false,
+      validate: documentIDInput.optional().nullable(),
+      description:
+        'The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored at claim, so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given.',
     }),
     deterministicEventID: t.string({
       validate: textInput,

@@ -93,6 +93,8 @@ export type ClaimOperationInput = {
   connectorName: string;
   /** An id derived from the write, by which a reconcile can find it at the provider. Kept from the first claim; opaque to the server. */
   deterministicEventID: string;
+  /** The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored at claim, so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given. */
+  documentID?: string | null | undefined;
   /** Lease length in ms (1 s to 1 h). */
   leaseMs: number;
   /** The model of the written document. Part of the write’s identity. */

@@ -8,6 +8,7 @@ import { getSweepCandidatesByDocumentIDs, recordSweepReceipt } from '../../src/s
 import { describeGraphQL } from '../helpers/graphql.js';
 import { seedFinalized, seedTrim } from '../helpers/graphql-seed.js';
 import { insertOperationRow } from '../helpers/row-fixtures.js';
+import { claimed, finalize, mutateOK } from '../helpers/operation-graphql.js';
 
 const SWEEP = /* GraphQL */ `
   mutation Sweep($input: SweepDocumentInput!) {
@@ -68,6 +69,29 @@ describeGraphQL('graphql sweepDocument', (suite) => {
     expect(await getEntityTrim(suite.store, 'doc-busy')).not.toBeNull();
     expect(await listObservationRecords(suite.store, { documentID: 'doc-busy' })).toHaveLength(2);
     expect(await getWatchByDocument(suite.store, 'doc-busy')).not.toBeNull();
+  });
+
+  it('a write claimed for a document holds it over the API: the sweep refuses it and hasConnectorWork says so while it is live; finalize must name the same document; once committed the sweep goes ahead', async () => {
+    const { fence } = await claimed(suite, { operationID: 'update-doc-live', op: 'UPDATE', documentID: 'doc-live' });
+    await mutateOK(suite, 'startOperationAttempt', fence);
+    const work = await suite.gql('{ document(documentID: "doc-live") { hasConnectorWork operations { operationID state } } }', {}, { as: 'alice' });
+    expect(work.data.document).toEqual({ hasConnectorWork: true, operations: [{ operationID: 'update-doc-live', state: 'ATTEMPTED' }] });
+    const refused = await suite.gql(SWEEP, { input: { documentID: 'doc-live' } }, { as: 'worker' });
+    expect(refused.data.sweepDocument).toMatchObject({ __typename: 'DocumentSweepUnfinishedOperationError', code: 'CONNECTOR_SWEEP_UNFINISHED_OPERATION' });
+    // The claim named doc-live: a finalize for another document is refused, naming it, and nothing commits.
+    const other = await suite.gql(
+      'mutation F($input: FinalizeOperationInput!) { finalizeOperation(input: $input) { __typename ... on IdempotencyConflictError { fields } } }',
+      { input: { ...fence, documentID: 'doc-other', sourceID: 'src-1' } },
+    );
+    expect(other.data.finalizeOperation).toEqual({ __typename: 'IdempotencyConflictError', fields: ['documentID'] });
+    // Claiming the key again for another document is a conflict too.
+    const reclaim = await suite.gql('mutation C($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename ... on IdempotencyConflictError { fields } } }', {
+      input: { operationID: 'update-doc-live', connectorName: 'google', model: 'contact', op: 'UPDATE', accountKey: 'account-1', target: 'contacts', deterministicEventID: 'event-1', payloadHash: 'hash-1', reissueIntent: 'none', leaseMs: 30_000, documentID: 'doc-other' },
+    });
+    expect(reclaim.data.claimOperation).toEqual({ __typename: 'IdempotencyConflictError', fields: ['documentID'] });
+    await finalize(suite, fence, { documentID: 'doc-live' });
+    const swept = await suite.gql(SWEEP, { input: { documentID: 'doc-live' } }, { as: 'worker' });
+    expect(swept.data.sweepDocument).toMatchObject({ __typename: 'SweepDocumentPayload', deleted: { operations: 1, watches: 1 } });
   });
 
   it('is for service principals only: a user, even the owner, is refused and nothing is deleted', async () => {

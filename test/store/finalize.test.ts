@@ -117,6 +117,14 @@ describeEachDialect('finalize', (suite) => {
       expect(await snapshot(suite.store, op)).toEqual(before);
     });
 
+    it('an operation claimed for a document is finalized for that document only: another is a conflict naming documentID, nothing written', async () => {
+      const op = await insertOperationRow(suite.store, { document_id: 'doc-claimed' });
+      const before = await snapshot(suite.store, op);
+      await expect(finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-1' }))).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', fields: ['documentID'] });
+      expect(await snapshot(suite.store, op)).toEqual(before);
+      expect((await finalizeOperationAndArmWatch(suite.store, finalizeInput(op, { documentID: 'doc-claimed' }))).finalized).toBe(true);
+    });
+
     it('refuses a stale lease token without writing a watch', async () => {
       const op = await insertOperationRow(suite.store);
       const before = await snapshot(suite.store, op);

@@ -154,6 +154,15 @@ describeEachDialect('operations: claim', (suite) => {
       });
     });
 
+    it('a claim naming its document stores it; the key again for another document is a conflict, without one (or the same) it is not', async () => {
+      const { operation } = await claimFresh(suite.store, { op: 'update', documentID: 'doc-7' });
+      expect(operation.documentID).toBe('doc-7');
+      await expect(claimOperation(suite.store, claimInput({ op: 'update', documentID: 'doc-8' }))).rejects.toMatchObject({ fields: ['documentID'] });
+      expect((await claimOperation(suite.store, claimInput({ op: 'update', documentID: 'doc-7' }))).outcome).toBe('IN_FLIGHT');
+      expect((await claimOperation(suite.store, claimInput({ op: 'update' }))).outcome).toBe('IN_FLIGHT');
+      await expect(claimOperation(suite.store, claimInput({ operationID: 'op-2', documentID: '' }))).rejects.toMatchObject({ field: 'documentID' });
+    });
+
     it('conflicts before replaying: a committed key with another payload is refused', async () => {
       await claimFresh(suite.store);
       await commitDirectly(suite.store, keyOf(claimInput()), 'doc-1', { id: 'p-1' });

@@ -105,7 +105,15 @@ export async function finalizeOperationAndArmWatch(
       .where('caller_did', '=', input.key.callerDID)
       .where('operation_id', '=', input.key.operationID)
       // Checked on the row the key found, never a way to find it (row-checks.ts).
-      .where((eb) => eb.and([rowHas(eb, 'state', FINALIZABLE_STATES), rowHas(eb, 'version', input.version), rowHas(eb, 'lease_token', input.leaseToken)]))
+      .where((eb) =>
+        eb.and([
+          rowHas(eb, 'state', FINALIZABLE_STATES),
+          rowHas(eb, 'version', input.version),
+          rowHas(eb, 'lease_token', input.leaseToken),
+          // Claimed for a document: finalized for that one only.
+          eb.or([eb('document_id', 'is', null), eb('document_id', '=', input.documentID)]),
+        ]),
+      )
       // The committed row comes back with the write: no read after commit.
       .returningAll()
       .executeTakeFirst();
@@ -144,6 +152,10 @@ function finalizedInput(input: FinalizeOperationInput): Record<string, string | 
  */
 async function replayOf(tx: StoreContext, input: FinalizeOperationInput): Promise<FinalizeOperationResult> {
   const row = await selectOperationRow(tx, input.key);
+  // The holder, its claim naming another document than this finalize: refused, naming it (nothing was written).
+  const holding =
+    row !== undefined && row.state === 'attempted' && Number(row.version) === input.version && row.lease_token === input.leaseToken;
+  if (holding && row.document_id !== null && row.document_id !== input.documentID) throw new IdempotencyConflictError(['documentID']);
   const sameHolder =
     row !== undefined && row.state === 'committed' && Number(row.version) === input.version && row.finalized_lease_digest === leaseDigest(input.leaseToken);
   if (!sameHolder) return { finalized: false, replayed: false, operation: null, watch: null };

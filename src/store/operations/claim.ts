@@ -19,6 +19,13 @@ export interface ClaimOperationInput {
   target: string;
   /** The provider's id of the target document, when known. Default `null`. */
   sourceID?: string | null;
+  /**
+   * The local document the write comes from, when known up front (an update
+   * or delete always knows it): stored at claim, so the document sweep and
+   * `hasConnectorWork` see the live write, and finalize must name the same
+   * document. Default `null` (a create learns its document at finalize).
+   */
+  documentID?: string | null;
   deterministicEventID: string;
   payloadHash: string;
   reissueIntent: string;
@@ -118,6 +125,7 @@ async function insertClaimed(store: StoreContext, input: ClaimOperationInput, no
       account_key: input.accountKey,
       target: input.target,
       source_id: input.sourceID ?? null,
+      document_id: input.documentID ?? null,
       deterministic_event_id: input.deterministicEventID,
       payload_hash: input.payloadHash,
       reissue_intent: input.reissueIntent,
@@ -148,7 +156,9 @@ function claimed(row: OperationRow, token: string): ClaimOperationResult {
 }
 
 function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
-  const differing = IDENTITY_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
+  const differing: string[] = IDENTITY_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
+  // A claim that names its document is the same write only for that document (one that names none: finalize may have set it).
+  if (input.documentID != null && row.document_id !== input.documentID) differing.push('documentID');
   if (differing.length > 0) throw new IdempotencyConflictError(differing);
 }
 
@@ -169,5 +179,6 @@ function validateClaim(input: ClaimOperationInput): void {
   }
   requireOneOf('op', input.op, OPERATION_OPS);
   if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmptyString('sourceID', input.sourceID);
+  if (input.documentID !== undefined && input.documentID !== null) requireNonEmptyString('documentID', input.documentID);
   requirePositiveMs('leaseMs', input.leaseMs);
 }

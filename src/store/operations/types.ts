@@ -64,7 +64,7 @@ export interface ConnectorOperation {
   payloadHash: string;
   reissueIntent: string;
   providerEtag: string | null;
-  /** Set by finalize: the local document the write produced or updated. */
+  /** The local document the write produced or updated: named at claim, or set by finalize. */
   documentID: string | null;
   /** Set by finalize: the decoded JSON result entity, `null` when none. */
   resultEntity: unknown;
