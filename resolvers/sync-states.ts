@@ -110,7 +110,7 @@ export async function setSyncState(input: SetSyncStateArgs, ctx: GraphQLContext)
 /** Input of `updateSyncProgress`: one compare-and-swap round. */
 export interface UpdateSyncProgressArgs {
   expectedVersion: number;
-  expectedIncarnation: string;
+  expectedIncarnation?: string | null;
   checkpoint?: unknown;
   lastSyncedAt: string;
   entityCount: number;
@@ -129,7 +129,7 @@ export async function updateSyncProgress(state: SyncState | null, input: UpdateS
     connectorName: state.connectorName,
     ownerDID: state.ownerDID,
     expectedVersion: input.expectedVersion,
-    expectedIncarnation: input.expectedIncarnation,
+    expectedIncarnation: input.expectedIncarnation ?? null,
     checkpoint: input.checkpoint ?? null,
     lastSyncedAt: input.lastSyncedAt,
     entityCount: input.entityCount,

@@ -260,7 +260,12 @@ const RecordSweepReceiptPayload = builder.objectRef<{ created: boolean; receipt:
 const RecordSweepOutcomeInput = builder.inputType('RecordSweepOutcomeInput', {
   description: 'Resolve a pending candidate. Recording the outcome it already has changes nothing.',
   fields: (t) => ({
-    receipt: t.globalID({ description: 'The receipt the candidate belongs to.' }),
+    id: t.globalID({ required: false, description: 'The receipt the candidate belongs to (required unless the deprecated `receipt` is given).' }),
+    receipt: t.globalID({
+      required: false,
+      description: 'The receipt the candidate belongs to: the old name of `id`.',
+      deprecationReason: 'Use `id`, as every other mutation does; `receipt` is removed in 0.3.0.',
+    }),
     documentID: t.string({ validate: documentIDInput, description: 'The candidate’s local document.' }),
     outcome: t.field({ type: SweepOutcome, description: 'Whether the document was deleted or kept.' }),
   }),
@@ -269,7 +274,12 @@ const RecordSweepOutcomeInput = builder.inputType('RecordSweepOutcomeInput', {
 const RecordSweepApplyFailureInput = builder.inputType('RecordSweepApplyFailureInput', {
   description: `Applying a pending candidate failed: backoff, and FAILED after ${MAX_SWEEP_APPLY_ATTEMPTS} failures.`,
   fields: (t) => ({
-    receipt: t.globalID({ description: 'The receipt the candidate belongs to.' }),
+    id: t.globalID({ required: false, description: 'The receipt the candidate belongs to (required unless the deprecated `receipt` is given).' }),
+    receipt: t.globalID({
+      required: false,
+      description: 'The receipt the candidate belongs to: the old name of `id`.',
+      deprecationReason: 'Use `id`, as every other mutation does; `receipt` is removed in 0.3.0.',
+    }),
     documentID: t.string({ validate: documentIDInput, description: 'The candidate’s local document.' }),
     error: t.string({ validate: z.string().min(1, 'must not be empty').max(10_000), description: 'Why it failed; kept as lastError (cut to 2 000 characters).' }),
   }),
@@ -299,6 +309,15 @@ const CommitSweepReceiptPayload = builder
 
 const mutation = { authScopes: { authenticated: true } } as const;
 
+/** The receipt a candidate write names: `id`, or the deprecated `receipt`; one of them, and the same if both. */
+function receiptOf<ID>(input: { id?: ID | null; receipt?: ID | null }): ID {
+  const issue = (message: string) => new InputValidationError({ issues: [{ message, path: ['input', 'id'] }] });
+  if (input.id != null && input.receipt != null && JSON.stringify(input.id) !== JSON.stringify(input.receipt)) throw issue('names another receipt than `receipt`: give `id` only');
+  const id = input.id ?? input.receipt;
+  if (id == null) throw issue('is required: the receipt’s id');
+  return id;
+}
+
 builder.mutationFields((t) => ({
   recordSweepReceipt: t.field({
     ...mutation,
@@ -317,7 +336,7 @@ builder.mutationFields((t) => ({
     type: SweepCandidatePayload,
     args: { input: t.arg({ type: RecordSweepOutcomeInput, required: true, description: 'The candidate (receipt and document) and how it was resolved.' }) },
     errors: { types: [InputValidationError, NotFoundError, InvalidStateError], directResult: true, union: resultUnion('RecordSweepOutcomeResult') },
-    resolve: async (_root, { input }, ctx) => resolve.recordSweepOutcome(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
+    resolve: async (_root, { input }, ctx) => resolve.recordSweepOutcome(await loadNode(SweepReceipt, receiptOf(input), ctx), input, ctx),
   }),
   recordSweepApplyFailure: t.field({
     ...mutation,
@@ -325,7 +344,7 @@ builder.mutationFields((t) => ({
     type: SweepCandidatePayload,
     args: { input: t.arg({ type: RecordSweepApplyFailureInput, required: true, description: 'The candidate (receipt and document) and why applying it failed.' }) },
     errors: { types: [InputValidationError, NotFoundError, InvalidStateError, StaleVersionError], directResult: true, union: resultUnion('RecordSweepApplyFailureResult') },
-    resolve: async (_root, { input }, ctx) => resolve.recordSweepApplyFailure(await loadNode(SweepReceipt, input.receipt, ctx), input, ctx),
+    resolve: async (_root, { input }, ctx) => resolve.recordSweepApplyFailure(await loadNode(SweepReceipt, receiptOf(input), ctx), input, ctx),
   }),
   commitSweepReceipt: t.field({
     ...mutation,

@@ -86,8 +86,10 @@ const UpdateSyncProgressInput = builder.inputType('UpdateSyncProgressInput', {
     id: t.globalID({ description: 'The sync state.' }),
     expectedVersion: t.int({ validate: versionInput, description: 'The `version` you read: the write applies only if it is still current.' }),
     expectedIncarnation: t.string({
-      validate: textInput,
-      description: 'The `incarnation` you read: a row deleted and recreated since has another, so the write does not apply to it.',
+      required: false,
+      validate: textInput.optional().nullable(),
+      description:
+        'The `incarnation` you read, null when it was null (a row written before incarnations existed): a row deleted and recreated since has another, so the write does not apply to it. Omitted: null.',
     }),
     checkpoint: t.field({ type: 'JSON', required: false, validate: jsonInput, description: 'The new checkpoint (any JSON, at most 256 KiB, 64 levels). Omitted: cleared.' }),
     lastSyncedAt: t.string({ validate: nameInput, description: 'When the sync last ran, as you record it (free text, at most 200 characters).' }),

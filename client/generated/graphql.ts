@@ -343,18 +343,28 @@ export type RecordSweepApplyFailureInput = {
   documentID: string;
   /** Why it failed; kept as lastError (cut to 2 000 characters). */
   error: string;
-  /** The receipt the candidate belongs to. */
-  receipt: string | number;
+  /** The receipt the candidate belongs to (required unless the deprecated `receipt` is given). */
+  id?: string | number | null | undefined;
+  /**
+   * The receipt the candidate belongs to: the old name of `id`.
+   * @deprecated Use `id`, as every other mutation does; `receipt` is removed in 0.3.0.
+   */
+  receipt?: string | number | null | undefined;
 };
 
 /** Resolve a pending candidate. Recording the outcome it already has changes nothing. */
 export type RecordSweepOutcomeInput = {
   /** The candidate’s local document. */
   documentID: string;
+  /** The receipt the candidate belongs to (required unless the deprecated `receipt` is given). */
+  id?: string | number | null | undefined;
   /** Whether the document was deleted or kept. */
   outcome: SweepOutcome;
-  /** The receipt the candidate belongs to. */
-  receipt: string | number;
+  /**
+   * The receipt the candidate belongs to: the old name of `id`.
+   * @deprecated Use `id`, as every other mutation does; `receipt` is removed in 0.3.0.
+   */
+  receipt?: string | number | null | undefined;
 };
 
 /** Record one listing pass and its deletion candidates (each PENDING, due now), in one transaction. Replaying an identical receipt writes nothing. */
@@ -565,8 +575,8 @@ export type UpdateSyncProgressInput = {
   entityCount: number;
   /** The sync’s error (at most 10 000 characters). Omitted: cleared. */
   error?: string | null | undefined;
-  /** The `incarnation` you read: a row deleted and recreated since has another, so the write does not apply to it. */
-  expectedIncarnation: string;
+  /** The `incarnation` you read, null when it was null (a row written before incarnations existed): a row deleted and recreated since has another, so the write does not apply to it. Omitted: null. */
+  expectedIncarnation?: string | null | undefined;
   /** The `version` you read: the write applies only if it is still current. */
   expectedVersion: number;
   /** The sync state. */

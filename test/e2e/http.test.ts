@@ -331,11 +331,11 @@ for (const dialect of testDialects()) {
         ['doc-ingest-kept', receiptID],
       ]);
       const applied = expectPayload(
-        (await send(RecordSweepOutcomeDocument, { input: { receipt: receiptID, documentID: 'doc-ingest-gone', outcome: SweepOutcome.Applied } }, 'worker')).recordSweepOutcome,
+        (await send(RecordSweepOutcomeDocument, { input: { id: receiptID, documentID: 'doc-ingest-gone', outcome: SweepOutcome.Applied } }, 'worker')).recordSweepOutcome,
         'SweepCandidatePayload',
       );
       expect(applied.candidate.state).toBe('APPLIED');
-      await send(RecordSweepOutcomeDocument, { input: { receipt: receiptID, documentID: 'doc-ingest-kept', outcome: SweepOutcome.Kept } }, 'worker');
+      await send(RecordSweepOutcomeDocument, { input: { id: receiptID, documentID: 'doc-ingest-kept', outcome: SweepOutcome.Kept } }, 'worker');
       const committed = expectPayload((await send(CommitSweepReceiptDocument, { input: { id: receiptID } }, 'worker')).commitSweepReceipt, 'CommitSweepReceiptPayload');
       expect(committed).toMatchObject({ newlyCommitted: true, checkpointAdvanced: true, checkpoint: { receiptSequence: 1, provenance: 'listing-run-1' } });
       // The owner's dashboard sees the pass, its counts and the checkpoint.

@@ -355,8 +355,8 @@ const CASES: Case[] = [
   {
     name: 'recordSweepOutcome',
     query: `mutation($input: RecordSweepOutcomeInput!) { result: recordSweepOutcome(input: $input) { __typename ... on SweepCandidatePayload { candidate { documentID state } } ${ERROR} } }`,
-    variables: (w) => ({ input: { receipt: w.receipt.id, documentID: 'doc-swept', outcome: 'APPLIED' } }),
-    unknown: () => ({ input: { receipt: unknownNodeID('SweepReceipt'), documentID: 'doc-swept', outcome: 'APPLIED' } }),
+    variables: (w) => ({ input: { id: w.receipt.id, documentID: 'doc-swept', outcome: 'APPLIED' } }),
+    unknown: () => ({ input: { id: unknownNodeID('SweepReceipt'), documentID: 'doc-swept', outcome: 'APPLIED' } }),
     allowed: ['owner', 'service'],
     ok: (data) => expect(data.result).toEqual({ __typename: 'SweepCandidatePayload', candidate: { documentID: 'doc-swept', state: 'APPLIED' } }),
     refused: notFound,

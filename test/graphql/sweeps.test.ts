@@ -4,7 +4,9 @@
  * (never moving the checkpoint back), the dashboard reads, the workers' due
  * list, access, and live progress per partition.
  */
+import type { GraphQLInputObjectType } from 'graphql';
 import { afterEach, describe, expect, it } from 'vitest';
+import { schema } from '../../schema/index.js';
 import { getSweepCheckpoint, getSweepReceipt, listSweepCandidatesOfReceipt, MAX_SWEEP_APPLY_ATTEMPTS } from '../../src/store/sweeps/index.js';
 import { countRows } from '../helpers/row-fixtures.js';
 import { describeGraphQL, type Principal } from '../helpers/graphql.js';
@@ -71,9 +73,9 @@ describeGraphQL('graphql sweeps', (suite) => {
     return res.data.recordSweepReceipt.receipt as { id: string };
   }
   const outcome = (receipt: string, documentID: string, value: 'APPLIED' | 'KEPT', as: Principal = 'alice') =>
-    suite.gql(OUTCOME, { input: { receipt, documentID, outcome: value } }, { as });
+    suite.gql(OUTCOME, { input: { id: receipt, documentID, outcome: value } }, { as });
   const failure = (receipt: string, documentID: string, error = 'document is open', as: Principal = 'alice') =>
-    suite.gql(FAILURE, { input: { receipt, documentID, error } }, { as });
+    suite.gql(FAILURE, { input: { id: receipt, documentID, error } }, { as });
   const commit = (id: string, as: Principal = 'alice') => suite.gql(COMMIT, { input: { id } }, { as });
   const counts = (pending: number, applied: number, kept: number, failed: number) => [
     { state: 'PENDING', count: pending },
@@ -152,6 +154,21 @@ describeGraphQL('graphql sweeps', (suite) => {
   });
 
   describe('resolving candidates', () => {
+    it('candidate writes name the receipt as `id`; the deprecated `receipt` still works; neither, or two different ones, is an InputValidationError', async () => {
+      const { id } = await recorded('run-1');
+      const old = await suite.gql(OUTCOME, { input: { receipt: id, documentID: 'doc-a', outcome: 'APPLIED' } });
+      expect(old.data.recordSweepOutcome).toMatchObject({ __typename: 'SweepCandidatePayload', candidate: { documentID: 'doc-a', state: 'APPLIED' } });
+      const both = await suite.gql(OUTCOME, { input: { id, receipt: id, documentID: 'doc-b', outcome: 'KEPT' } });
+      expect(both.data.recordSweepOutcome).toMatchObject({ __typename: 'SweepCandidatePayload', candidate: { state: 'KEPT' } });
+      const { id: other } = await recorded('run-2');
+      const differ = await suite.gql(FAILURE, { input: { id, receipt: other, documentID: 'doc-c', error: 'x' } });
+      expect(differ.data.recordSweepApplyFailure).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: ['input', 'id'], message: expect.stringContaining('another receipt') }] });
+      const neither = await suite.gql(FAILURE, { input: { documentID: 'doc-c', error: 'x' } });
+      expect(neither.data.recordSweepApplyFailure).toMatchObject({ __typename: 'InputValidationError', issues: [{ path: ['input', 'id'] }] });
+      const deprecated = schema.getType('RecordSweepOutcomeInput') as GraphQLInputObjectType;
+      expect(deprecated.getFields().receipt?.deprecationReason).toMatch(/Use `id`.*removed in 0\.3\.0/);
+    });
+
     it('outcomes: APPLIED and KEPT; the same outcome again is a no-op; another is InvalidStateError', async () => {
       const { id } = await recorded('run-1');
       suite.clock.advance(1_000);

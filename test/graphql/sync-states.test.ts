@@ -212,6 +212,15 @@ describeGraphQL('graphql sync states', (suite) => {
       expect(await getSyncState(suite.store, 'google', suite.keys.alice.did)).toEqual(syncState);
     });
 
+    it('a row written before incarnations existed (incarnation null) takes expectedIncarnation null; a current row refuses null or an omitted one', async () => {
+      const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
+      const omitted = await progress({ id, expectedVersion: 0, ...write });
+      expect(omitted.data.updateSyncProgress).toMatchObject({ applied: false, syncState: { incarnation: syncState.incarnation } });
+      await suite.store.db.updateTable('kubun_connector_sync_state').set({ incarnation: null }).where('connector_name', '=', 'google').execute();
+      const legacy = await progress({ id, expectedVersion: 0, expectedIncarnation: null, ...write });
+      expect(legacy.data.updateSyncProgress).toMatchObject({ applied: true, syncState: { version: 1, incarnation: null } });
+    });
+
     it('lets the service write any owner’s progress', async () => {
       const { id, syncState } = await seedSyncState(suite, { connectorName: 'google' });
       const res = await progress({ id, expectedVersion: 0, expectedIncarnation: syncState.incarnation, ...write }, 'worker');
