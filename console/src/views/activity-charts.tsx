@@ -11,7 +11,7 @@
  * is drawn can be checked against the API; a table of the same numbers is
  * one click away for those who would rather read.
  */
-import { useEffect, useRef, useState, type RefObject } from 'react';
+import { useEffect, useRef, useState, type ReactNode, type RefObject } from 'react';
 import { useQuery } from 'urql';
 import { ActivityWindow, ConsoleActivityDocument, type ConsoleActivityQuery } from '../../../client/generated/graphql';
 import { useOperationChanges, useThrottle } from '../live';
@@ -192,9 +192,9 @@ function ValueAxis({ max, width }: { max: number; width: number }) {
   );
 }
 
-function OutcomeChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+/** One chart: an SVG as wide as its panel, its value axis up to `max`, the marks `draw` makes for that width, and the time axis. */
+function ChartFrame(props: { label: string; testID: string; max: number; buckets: Bucket[]; week: boolean; draw: (width: number) => ReactNode }) {
   const [ref, width] = useWidth();
-  const max = niceMax(Math.max(0, ...buckets.map(total)));
   return (
     <div ref={ref} className="chart-frame">
       <svg
@@ -203,87 +203,82 @@ function OutcomeChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
         height={HEIGHT}
         viewBox={`0 0 ${width} ${HEIGHT}`}
         role="img"
-        aria-label={`Outcomes per hour, ${week ? 'last 7 days' : 'last 24 hours'}`}
-        data-testid="outcome-chart"
-        data-y-max={max}
+        aria-label={props.label}
+        data-testid={props.testID}
+        data-y-max={props.max}
         data-plot-height={PLOT_H}
       >
-        <ValueAxis max={max} width={width} />
-        {buckets.map((bucket, i) => {
-          const { x, width: barWidth } = slot(i, buckets.length, width);
-          let y = TOP + PLOT_H;
-          const start = new Date(bucket.start);
-          return (
-            <g key={bucket.start} data-start={bucket.start}>
-              <title>
-                {fullLabel.format(start)}: {SERIES.filter((s) => bucket[s.key] > 0).map((s) => `${bucket[s.key]} ${s.label}`).join(', ') || 'nothing'}
-              </title>
-              {/* The whole hour is the hover target, also when it is empty. */}
-              <rect className="hover" x={x} y={TOP} width={barWidth} height={PLOT_H} />
-              {SERIES.map((series) => {
-                const count = bucket[series.key];
-                if (count === 0) return null;
-                const height = (count / max) * PLOT_H;
-                y -= height;
-                return (
-                  <rect
-                    key={series.key}
-                    data-testid="activity-bar"
-                    data-start={bucket.start}
-                    data-outcome={series.key}
-                    data-count={count}
-                    x={x + barWidth * 0.1}
-                    y={y}
-                    width={barWidth * 0.8}
-                    height={height}
-                    fill={series.color}
-                  />
-                );
-              })}
-            </g>
-          );
-        })}
-        <TimeAxis buckets={buckets} week={week} width={width} />
+        <ValueAxis max={props.max} width={width} />
+        {props.draw(width)}
+        <TimeAxis buckets={props.buckets} week={props.week} width={width} />
       </svg>
     </div>
   );
 }
 
+function OutcomeChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
+  const max = niceMax(Math.max(0, ...buckets.map(total)));
+  const draw = (width: number) =>
+    buckets.map((bucket, i) => {
+      const { x, width: barWidth } = slot(i, buckets.length, width);
+      let y = TOP + PLOT_H;
+      const start = new Date(bucket.start);
+      return (
+        <g key={bucket.start} data-start={bucket.start}>
+          <title>
+            {fullLabel.format(start)}: {SERIES.filter((s) => bucket[s.key] > 0).map((s) => `${bucket[s.key]} ${s.label}`).join(', ') || 'nothing'}
+          </title>
+          {/* The whole hour is the hover target, also when it is empty. */}
+          <rect className="hover" x={x} y={TOP} width={barWidth} height={PLOT_H} />
+          {SERIES.map((series) => {
+            const count = bucket[series.key];
+            if (count === 0) return null;
+            const height = (count / max) * PLOT_H;
+            y -= height;
+            return (
+              <rect
+                key={series.key}
+                data-testid="activity-bar"
+                data-start={bucket.start}
+                data-outcome={series.key}
+                data-count={count}
+                x={x + barWidth * 0.1}
+                y={y}
+                width={barWidth * 0.8}
+                height={height}
+                fill={series.color}
+              />
+            );
+          })}
+        </g>
+      );
+    });
+  return <ChartFrame label={`Outcomes per hour, ${week ? 'last 7 days' : 'last 24 hours'}`} testID="outcome-chart" max={max} buckets={buckets} week={week} draw={draw} />;
+}
+
 function BacklogChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
-  const [ref, width] = useWidth();
   const sampled = buckets.filter((bucket) => bucket.dueBacklog !== null && bucket.dueBacklog !== undefined);
   if (sampled.length === 0) return <p className="muted">No samples yet: the server counts the due backlog every few minutes (BACKLOG_SAMPLE_INTERVAL_MS).</p>;
   const max = niceMax(Math.max(0, ...sampled.map((bucket) => bucket.dueBacklog ?? 0)));
-  const point = (i: number, value: number) => {
-    const { x, width: each } = slot(i, buckets.length, width);
-    return { x: x + each / 2, y: TOP + PLOT_H - (value / max) * PLOT_H };
-  };
-  // One path per run of sampled hours: an hour without a sample is a gap, not a zero.
-  let path = '';
-  let open = false;
-  buckets.forEach((bucket, i) => {
-    if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) {
-      open = false;
-      return;
-    }
-    const { x, y } = point(i, bucket.dueBacklog);
-    path += `${open ? 'L' : 'M'}${x.toFixed(1)},${y.toFixed(1)}`;
-    open = true;
-  });
-  return (
-    <div ref={ref} className="chart-frame">
-      <svg
-        className="chart"
-        width={width}
-        height={HEIGHT}
-        viewBox={`0 0 ${width} ${HEIGHT}`}
-        role="img"
-        aria-label="Largest due backlog sampled per hour"
-        data-testid="backlog-chart"
-        data-y-max={max}
-        data-plot-height={PLOT_H}
-      >
-        <ValueAxis max={max} width={width} />
+  const draw = (width: number) => {
+    const point = (i: number, value: number) => {
+      const { x, width: each } = slot(i, buckets.length, width);
+      return { x: x + each / 2, y: TOP + PLOT_H - (value / max) * PLOT_H };
+    };
+    // One path per run of sampled hours: an hour without a sample is a gap, not a zero.
+    let path = '';
+    let open = false;
+    buckets.forEach((bucket, i) => {
+      if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) {
+        open = false;
+        return;
+      }
+      const { x, y } = point(i, bucket.dueBacklog);
+      path += `${open ? 'L' : 'M'}${x.toFixed(1)},${y.toFixed(1)}`;
+      open = true;
+    });
+    return (
+      <>
         <path className="line" d={path} />
         {buckets.map((bucket, i) => {
           if (bucket.dueBacklog === null || bucket.dueBacklog === undefined) return null;
@@ -297,10 +292,10 @@ function BacklogChart({ buckets, week }: { buckets: Bucket[]; week: boolean }) {
             </circle>
           );
         })}
-        <TimeAxis buckets={buckets} week={week} width={width} />
-      </svg>
-    </div>
-  );
+      </>
+    );
+  };
+  return <ChartFrame label="Largest due backlog sampled per hour" testID="backlog-chart" max={max} buckets={buckets} week={week} draw={draw} />;
 }
 
 function ActivityTable({ buckets, backlog }: { buckets: Bucket[]; backlog: boolean }) {
