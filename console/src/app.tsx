@@ -7,7 +7,7 @@ import { Provider, useQuery } from 'urql';
 import { ConsoleServerInfoDocument } from '../../client/generated/graphql';
 import { createConsoleClient } from './graphql';
 import { Link, navigate, useRoute } from './router';
-import { clearStoredSession, fetchDevelopmentToken, restoreSession, sessionFromToken, type Session, type Viewer } from './session';
+import { clearStoredSession, developmentToken, restoreSession, sessionFromToken, type Session, type Viewer } from './session';
 import { SignIn } from './sign-in';
 import type { LiveStatus, LiveStream } from './stream';
 import { DID, ErrorState, Loading } from './ui';
@@ -35,7 +35,7 @@ export function App() {
   useEffect(() => {
     if (session !== null || !checkingDevelopment) return;
     let cancelled = false;
-    void fetchDevelopmentToken().then((token) => {
+    void developmentToken().then((token) => {
       if (cancelled) return;
       if (token !== null) setSession(sessionFromToken(token, 'development key'));
       setCheckingDevelopment(false);

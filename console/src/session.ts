@@ -79,6 +79,25 @@ export async function fetchDevelopmentToken(): Promise<string | null> {
   }
 }
 
+/** The development token asked for at load (`prefetchDevelopmentToken`), handed to the first `developmentToken()` call. */
+let early: Promise<string | null> | null = null;
+
+/**
+ * Asks for the development token as the page loads, before React mounts,
+ * when no session is stored: its round trip overlaps the app's start instead
+ * of following it (the cold first table waited on it).
+ */
+export function prefetchDevelopmentToken(): void {
+  if (restoreSession() === null) early = fetchDevelopmentToken();
+}
+
+/** The development token: the one asked for at load if any (once), else a fresh request. */
+export function developmentToken(): Promise<string | null> {
+  const pending = early;
+  early = null;
+  return pending ?? fetchDevelopmentToken();
+}
+
 function fromStored(stored: StoredSession): Session {
   let current = stored;
   let renewing: Promise<string> | null = null;
