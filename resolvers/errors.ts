@@ -11,7 +11,6 @@ export {
   ObservationRecordTypeError,
   StaleLeaseError,
   StaleVersionError,
-  SyncProgressConflictError,
 } from '../src/store/errors.js';
 
 /** A non-service viewer tried to act as another DID. */

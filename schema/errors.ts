@@ -15,7 +15,6 @@ import {
   ObservationRecordTypeError,
   StaleLeaseError,
   StaleVersionError,
-  SyncProgressConflictError,
 } from '../resolvers/errors.js';
 import { builder } from './builder.js';
 
@@ -59,15 +58,6 @@ builder.objectType(InvalidStateError, {
   description: 'The row is in a state that does not allow this transition.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof InvalidStateError,
-  fields: () => ({}),
-});
-
-builder.objectType(SyncProgressConflictError, {
-  name: 'SyncProgressConflictError',
-  description:
-    'The store’s retrying sync-progress compare-and-swap kept losing. No mutation returns it today: `updateSyncProgress` is single-shot and answers a lost round with `applied: false`.',
-  interfaces: [ErrorInterface],
-  isTypeOf: (value) => value instanceof SyncProgressConflictError,
   fields: () => ({}),
 });
 

@@ -918,8 +918,6 @@ type MutationErrorFields_StaleLeaseError_Fragment = { __typename: 'StaleLeaseErr
 
 type MutationErrorFields_StaleVersionError_Fragment = { __typename: 'StaleVersionError', code: string, message: string };
 
-type MutationErrorFields_SyncProgressConflictError_Fragment = { __typename: 'SyncProgressConflictError', code: string, message: string };
-
 export type MutationErrorFieldsFragment =
   | MutationErrorFields_DocumentSweepUnfinishedOperationError_Fragment
   | MutationErrorFields_ForbiddenError_Fragment
@@ -931,7 +929,6 @@ export type MutationErrorFieldsFragment =
   | MutationErrorFields_ObservationRecordTypeError_Fragment
   | MutationErrorFields_StaleLeaseError_Fragment
   | MutationErrorFields_StaleVersionError_Fragment
-  | MutationErrorFields_SyncProgressConflictError_Fragment
 ;
 
 export type PageInfoFieldsFragment = { hasNextPage: boolean, hasPreviousPage: boolean, startCursor: string | null, endCursor: string | null };

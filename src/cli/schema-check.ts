@@ -11,6 +11,8 @@
  * - **Dangerous** changes (a new union member, enum value or optional
  *   argument with a default: clients keep working but may see something new)
  *   are listed.
+ * - Removing a type no field could return or take in the released schema
+ *   (unreachable from its root types) is safe: no client could have met it.
  * - Safe changes are counted.
  *
  * Releasing copies `schema/schema.graphql` to `schema/released.graphql`
@@ -19,7 +21,18 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CriticalityLevel, diff, type Change } from '@graphql-inspector/core';
-import { buildSchema, isInterfaceType, isObjectType, isInputObjectType, isEnumType, printSchema, type GraphQLSchema } from 'graphql';
+import {
+  buildSchema,
+  getNamedType,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isObjectType,
+  isUnionType,
+  printSchema,
+  type GraphQLNamedType,
+  type GraphQLSchema,
+} from 'graphql';
 import { failureLine, usageError, wantsHelp, type Command } from './command.js';
 
 /** One breaking change and whether the changelog and a deprecation let it through. */
@@ -62,6 +75,33 @@ function deprecatedIn(schema: GraphQLSchema, path: string): boolean {
   return false;
 }
 
+/** The names of every type reachable from the schema's root types through fields, arguments, union members and implementations. */
+export function reachableTypes(schema: GraphQLSchema): Set<string> {
+  const seen = new Set<string>();
+  const implementations = new Map<string, string[]>();
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (isObjectType(type) || isInterfaceType(type)) for (const i of type.getInterfaces()) implementations.set(i.name, [...(implementations.get(i.name) ?? []), type.name]);
+  }
+  const queue: GraphQLNamedType[] = [schema.getQueryType(), schema.getMutationType(), schema.getSubscriptionType()].filter((t): t is NonNullable<typeof t> => t != null);
+  while (queue.length > 0) {
+    const type = queue.pop()!;
+    if (seen.has(type.name)) continue;
+    seen.add(type.name);
+    const next: GraphQLNamedType[] = [];
+    if (isObjectType(type) || isInterfaceType(type)) {
+      for (const field of Object.values(type.getFields())) {
+        next.push(getNamedType(field.type));
+        for (const arg of field.args) next.push(getNamedType(arg.type));
+      }
+      for (const name of implementations.get(type.name) ?? []) next.push(schema.getType(name)!);
+    }
+    if (isUnionType(type)) next.push(...type.getTypes());
+    if (isInputObjectType(type)) for (const field of Object.values(type.getFields())) next.push(getNamedType(field.type));
+    queue.push(...next.filter((t) => !seen.has(t.name)));
+  }
+  return seen;
+}
+
 /** Whether the changelog text names `path` as a coordinate (backticked or bare, not as part of a longer one). */
 function named(changelog: string, path: string): boolean {
   const escaped = path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -74,12 +114,14 @@ export async function checkSchemaCompatibility(released: string, current: string
   const after = buildSchema(current);
   const changes: Change[] = await diff(before, after);
   const unreleased = unreleasedSection(changelog);
+  const reachable = reachableTypes(before);
   const breaking: BreakingChange[] = [];
   const dangerous: SchemaCompatibility['dangerous'] = [];
   let safe = 0;
   for (const change of changes) {
     const path = change.path ?? '(schema)';
-    if (change.criticality.level === CriticalityLevel.Breaking) {
+    const unreachableRemoval = change.type === 'TYPE_REMOVED' && !reachable.has(path);
+    if (change.criticality.level === CriticalityLevel.Breaking && !unreachableRemoval) {
       const inChangelog = named(unreleased, path);
       const deprecated = deprecatedIn(before, path);
       const allowed = inChangelog && deprecated;

@@ -78,6 +78,16 @@ describe('schema compatibility', () => {
     expect(result.safe).toBeGreaterThanOrEqual(2);
   });
 
+  it('removing a type nothing could return or take (unreachable from the roots) is safe; a reachable one is breaking', async () => {
+    const released = `${RELEASED}\ntype Orphan { o: Int }\n`;
+    const orphanGone = await checkSchemaCompatibility(released, RELEASED, CHANGELOG(''));
+    expect(orphanGone).toMatchObject({ ok: true, breaking: [] });
+    const withResult = RELEASED.replace('  kept: Int\n', '  kept: Int\n  result: Result\n');
+    const reachableGone = await checkSchemaCompatibility(withResult, withResult.replace('union Result = A | B', 'union Result = A').replace('type B { b: Int }', ''), CHANGELOG(''));
+    expect(reachableGone.ok).toBe(false);
+    expect(reachableGone.breaking.map((change) => change.path)).toContain('B');
+  });
+
   it('finds the unreleased section', () => {
     expect(unreleasedSection(CHANGELOG('- x'))).toContain('- x');
     expect(unreleasedSection(CHANGELOG('- x'))).not.toContain('old release');
