@@ -19,7 +19,7 @@ import {
   type OperationLease,
   type OperationPayload as OperationPayloadShape,
 } from '../resolvers/operations.js';
-import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { watchOfDocument, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, type DecodedNodeID } from './node-ids.js';
 import { BULK_ACTION_LIST_ROWS, BULK_ROWS, bulkActionComplexity, bulkActionRows, connectionComplexity, firstComplexity } from './complexity.js';
@@ -340,7 +340,7 @@ builder.queryFields((t) => ({
     args: {
       first: t.arg.int({
         required: false,
-        defaultValue: 20,
+        defaultValue: DEFAULT_PAGE_SIZE,
         validate: z.number().int().min(1).max(MAX_PAGE_SIZE),
         description: `At most this many operations (1 to ${MAX_PAGE_SIZE}).`,
       }),
@@ -351,7 +351,7 @@ builder.queryFields((t) => ({
       }),
     },
     complexity: firstComplexity,
-    resolve: (_root, args, ctx) => resolve.listDueOperations({ first: args.first ?? 20, connectorName: args.connectorName }, ctx),
+    resolve: (_root, args, ctx) => resolve.listDueOperations({ first: args.first ?? DEFAULT_PAGE_SIZE, connectorName: args.connectorName }, ctx),
   }),
   operationByKey: t.field({
     type: ConnectorOperation,

@@ -8,7 +8,7 @@
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
-import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/sweeps.js';
 import {
   MAX_CANDIDATES_PER_RECEIPT,
@@ -207,13 +207,13 @@ builder.queryFields((t) => ({
       connectorName: t.arg.string({ required: true, validate: nameInput, description: 'Which connector’s candidates.' }),
       first: t.arg.int({
         required: false,
-        defaultValue: 20,
+        defaultValue: DEFAULT_PAGE_SIZE,
         validate: z.number().int().min(1).max(MAX_PAGE_SIZE),
         description: `At most this many candidates (1 to ${MAX_PAGE_SIZE}).`,
       }),
     },
     complexity: firstComplexity,
-    resolve: (_root, args, ctx) => resolve.listDueSweepCandidates({ ownerDID: args.ownerDID, connectorName: args.connectorName, first: args.first ?? 20 }, ctx),
+    resolve: (_root, args, ctx) => resolve.listDueSweepCandidates({ ownerDID: args.ownerDID, connectorName: args.connectorName, first: args.first ?? DEFAULT_PAGE_SIZE }, ctx),
   }),
 }));
 

@@ -6,7 +6,7 @@
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import { ForbiddenError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
-import { MAX_PAGE_SIZE } from '../resolvers/pagination.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import * as resolve from '../resolvers/watches.js';
 import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode } from './node-ids.js';
@@ -113,13 +113,13 @@ builder.queryField('dueWatches', (t) =>
     args: {
       first: t.arg.int({
         required: false,
-        defaultValue: 20,
+        defaultValue: DEFAULT_PAGE_SIZE,
         validate: z.number().int().min(1).max(MAX_PAGE_SIZE),
         description: `At most this many watches (1 to ${MAX_PAGE_SIZE}).`,
       }),
     },
     complexity: firstComplexity,
-    resolve: (_root, args, ctx) => resolve.listDueWatches(args.first ?? 20, ctx),
+    resolve: (_root, args, ctx) => resolve.listDueWatches(args.first ?? DEFAULT_PAGE_SIZE, ctx),
   }),
 );
 
