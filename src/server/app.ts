@@ -242,9 +242,8 @@ export function createServerApp({
     // Unexpected errors (driver text, bugs) never reach clients: only this message and the request id.
     maskedErrors: {
       maskError: (error) => {
-        // A query's argument refused by its input rules: typed, with every issue (mutations answer it in their union).
+        // A query's argument refused by its input rules: BAD_USER_INPUT with its issues (mutations answer it in their union).
         if (error instanceof GraphQLError && error.originalError instanceof InputValidationError) return refusedArgument(error, error.originalError);
-        if (error instanceof InputValidationError) return refusedArgument(error, error);
         if (error instanceof GraphQLError && error.originalError === undefined) return error;
         if (error instanceof GraphQLError && error.originalError instanceof GraphQLError) return error;
         // Overload and lost connections are typed and retryable (503 + Retry-After), never a defect's mask.

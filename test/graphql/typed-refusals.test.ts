@@ -5,19 +5,20 @@
  * - every mutation returns its `<Mutation>Result` union: its payload and
  *   errors implementing `Error`, `InputValidationError` among them, so an
  *   expected failure never leaves the result;
- * - every query and mutation, sent with a NUL character in each text
- *   argument (and the rest filled with plausible values), as a user and as
- *   a service, answers every top-level error with an `extensions.code`;
+ * - every query, mutation and subscription (over SSE), sent with a NUL
+ *   character in each text argument (and the rest filled with plausible
+ *   values), as a user and as a service, answers every top-level error with
+ *   an `extensions.code`;
  * - the service-only mutations answer a user's call with a typed
  *   `ForbiddenError` in their result, an anonymous one with UNAUTHENTICATED.
  */
 import {
   getNamedType,
+  isCompositeType,
   isEnumType,
   isInputObjectType,
   isListType,
   isNonNullType,
-  isObjectType,
   isScalarType,
   isUnionType,
   type GraphQLArgument,
@@ -34,7 +35,7 @@ const NUL = 'x\u0000y';
 function sample(type: GraphQLInputType, all = true): unknown {
   if (isNonNullType(type)) return sample(type.ofType, all);
   if (isListType(type)) return [sample(type.ofType, all)];
-  if (isEnumType(type)) return type.getValues()[0]!.value === undefined ? type.getValues()[0]!.name : type.getValues()[0]!.name;
+  if (isEnumType(type)) return type.getValues()[0]!.name;
   if (isInputObjectType(type)) {
     const value: Record<string, unknown> = {};
     for (const field of Object.values(type.getFields())) if (all || isNonNullType(field.type)) value[field.name] = sample(field.type, all);
@@ -59,11 +60,10 @@ function sample(type: GraphQLInputType, all = true): unknown {
 }
 
 /** A document for `field` of `root` with every argument as a variable, selecting `__typename`. */
-function documentFor(root: 'query' | 'mutation', field: GraphQLField<unknown, unknown>): string {
+function documentFor(root: 'query' | 'mutation' | 'subscription', field: GraphQLField<unknown, unknown>): string {
   const variables = field.args.map((arg: GraphQLArgument) => `$${arg.name}: ${String(arg.type)}`).join(', ');
   const args = field.args.map((arg) => `${arg.name}: $${arg.name}`).join(', ');
-  const named = getNamedType(field.type);
-  const selection = isObjectType(named) || isUnionType(named) || 'getFields' in named ? ' { __typename }' : '';
+  const selection = isCompositeType(getNamedType(field.type)) ? ' { __typename }' : '';
   return `${root} Probe${variables === '' ? '' : `(${variables})`} { probe: ${field.name}${args === '' ? '' : `(${args})`}${selection} }`;
 }
 
@@ -81,7 +81,7 @@ describeGraphQL('graphql: every refusal is typed', (suite) => {
     }
   });
 
-  it('every query and mutation refuses a NUL in any text argument with a code, for a user and for a service', { timeout: 60_000 }, async () => {
+  it('every query, mutation and subscription refuses a NUL in any text argument with a code, for a user and for a service', { timeout: 60_000 }, async () => {
     const untyped: string[] = [];
     for (const [root, type] of [
       ['query', schema.getQueryType()!],
@@ -103,7 +103,34 @@ describeGraphQL('graphql: every refusal is typed', (suite) => {
         }
       }
     }
+    let subscriptionRefusals = 0;
+    // Subscriptions over SSE: a refusal is the stream's one result (then it completes); a stream that opened is closed after a moment.
+    for (const field of Object.values(schema.getSubscriptionType()!.getFields())) {
+      if (field.args.length === 0) continue;
+      const document = documentFor('subscription', field);
+      const variables = Object.fromEntries(field.args.map((arg) => [arg.name, sample(arg.type)]));
+      for (const as of ['alice', 'worker'] as const) {
+        const abort = new AbortController();
+        const timer = setTimeout(() => abort.abort(), 500);
+        const response = await suite.app.yoga.fetch('http://localhost/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${await suite.token(as)}` },
+          body: JSON.stringify({ query: document, variables }),
+          signal: abort.signal,
+        });
+        const text = await response.text().catch(() => '');
+        clearTimeout(timer);
+        for (const line of text.split('\n').filter((l) => l.startsWith('data: {'))) {
+          for (const error of (JSON.parse(line.slice('data: '.length)) as { errors?: { message: string; extensions?: { code?: unknown } }[] }).errors ?? []) {
+            subscriptionRefusals += 1;
+            if (typeof error.extensions?.code !== 'string') untyped.push(`subscription ${field.name} as ${as}: ${error.message}`);
+          }
+        }
+      }
+    }
     expect(untyped).toEqual([]);
+    // The walk reached the subscriptions' refusals (it is not vacuous).
+    expect(subscriptionRefusals).toBeGreaterThan(0);
   });
 
   it('a user calling a service-only mutation gets ForbiddenError in its result; anonymous gets UNAUTHENTICATED', async () => {

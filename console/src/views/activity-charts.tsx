@@ -22,7 +22,7 @@ type Bucket = ConsoleActivityQuery['operationActivity']['buckets'][number];
 type Outcome = 'committed' | 'retryable' | 'unknown' | 'fatal' | 'offline' | 'auth';
 
 /** Bottom to top in each bar; colours and words of each series. */
-export const SERIES: readonly { key: Outcome; label: string; group: string; color: string }[] = [
+const SERIES: readonly { key: Outcome; label: string; group: string; color: string }[] = [
   { key: 'committed', label: 'committed', group: 'committed', color: '#1f7a4d' },
   { key: 'retryable', label: 'retryable', group: 'failed', color: '#d08a00' },
   { key: 'unknown', label: 'unknown', group: 'failed', color: '#7a4cc2' },
@@ -58,7 +58,7 @@ function useWidth(): [RefObject<HTMLDivElement | null>, number] {
 }
 
 /** The smallest "nice" number (1, 2, 5 × 10^n) at or above `value`; at least 1. */
-export function niceMax(value: number): number {
+function niceMax(value: number): number {
   if (value <= 1) return 1;
   const magnitude = 10 ** Math.floor(Math.log10(value));
   for (const step of [1, 2, 5, 10]) if (step * magnitude >= value) return step * magnitude;
