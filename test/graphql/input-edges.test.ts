@@ -78,6 +78,28 @@ describeGraphQL('graphql input edges', (suite) => {
     });
   });
 
+  describe('every issue of an input is listed, each with its path', () => {
+    it('a mutation input with three bad fields answers three issues, and nothing is written', async () => {
+      const input = claimInput({ operationID: 'three-bad-fields', connectorName: 'bad\u0000name', target: 'bad\u0000target', leaseMs: 5 });
+      const res = await suite.gql(CLAIM, { input });
+      expect(res.errors).toBeUndefined();
+      expect(res.data.claimOperation.__typename).toBe('InputValidationError');
+      const paths = res.data.claimOperation.issues.map((issue: { path: string[] }) => issue.path.join('.')).sort();
+      expect(paths).toEqual(['input.connectorName', 'input.leaseMs', 'input.target']);
+      expect(await getOperationByKey(suite.store, { callerDID: suite.keys.alice.did, operationID: 'three-bad-fields' })).toBeNull();
+    });
+
+    it('a query argument with two bad fields names both in extensions.issues', async () => {
+      const res = await suite.gql('query($f: OperationFilter) { operations(filter: $f) { totalCount } }', {
+        f: { connectorName: 'bad\u0000name', minAttempts: -1 },
+      });
+      expect(res.data).toBeNull();
+      expect(res.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+      const issues = res.errors?.[0]?.extensions?.issues as { path: string[] }[];
+      expect(issues.map((issue) => issue.path.join('.')).sort()).toEqual(['filter.connectorName', 'filter.minAttempts']);
+    });
+  });
+
   describe('a NUL character in a string input', () => {
     it('is an InputValidationError naming the field, and nothing is written', async () => {
       for (const field of ['operationID', 'connectorName', 'target', 'payloadHash']) {
