@@ -4,6 +4,8 @@ import './errors.js';
 import './connections.js';
 import './server-info.js';
 import './operation.js';
+import './operation-writes.js';
+import './operation-actions.js';
 import './activity.js';
 import './watch.js';
 import './sync-state.js';

@@ -1,13 +1,12 @@
 /**
- * `ConnectorOperation` (SPEC §3.3) with its queries and mutations: listing,
- * lookup by idempotency key, state counts, claim, fenced lease and attempt
- * writes, reconcile, finalize, resume. The lease token and send marker have
- * no field.
+ * `ConnectorOperation` (SPEC §3.3) with its enums, its attempt history, lease,
+ * replay and count types, `OperationFilter`, and the operation queries:
+ * listing, counts, due work, lookup by idempotency key. Also what both
+ * mutation files share: `OperationPayload` and the mutation helpers. The
+ * worker's writes are in operation-writes.ts, the operator actions in
+ * operation-actions.ts. The lease token and send marker have no field.
  */
-import type { InputObjectRef } from '@pothos/core';
-import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
-import { ForbiddenError, IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError, StaleVersionError } from '../resolvers/errors.js';
 import * as resolve from '../resolvers/operations.js';
 import {
   OPERATION_OPS,
@@ -15,18 +14,16 @@ import {
   OPERATION_STATES,
   type ClaimOperationResult,
   type ConnectorOperation as ConnectorOperationShape,
-  type FenceArgs,
   type OperationLease,
   type OperationPayload as OperationPayloadShape,
 } from '../resolvers/operations.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
-import { watchOfDocument, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
-import { loadNode, type DecodedNodeID } from './node-ids.js';
-import { BULK_ACTION_LIST_ROWS, BULK_ROWS, bulkActionComplexity, bulkActionRows, connectionComplexity, firstComplexity } from './complexity.js';
-import { builder, type Types } from './builder.js';
+import { watchOfDocument } from '../resolvers/watches.js';
+import { connectionComplexity, firstComplexity } from './complexity.js';
+import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
-import { FENCED_WRITE_ERRORS, resultUnion } from './errors.js';
-import { documentIDInput, jsonInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
+import { resultUnion } from './errors.js';
+import { nameInput, textInput } from './inputs.js';
 import { ProjectionWatch } from './watch.js';
 
 export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {
@@ -225,7 +222,7 @@ builder.objectField(ConnectorOperation, 'watch', (t) =>
   }),
 );
 
-const OperationLeaseType = builder.objectRef<OperationLease>('OperationLease').implement({
+export const OperationLeaseType = builder.objectRef<OperationLease>('OperationLease').implement({
   description: 'A lease, returned only to its holder. Send `version` and `token` with every fenced write.',
   fields: (t) => ({
     token: t.exposeString('token', { description: 'The holder’s secret. Never listed anywhere else.' }),
@@ -234,7 +231,7 @@ const OperationLeaseType = builder.objectRef<OperationLease>('OperationLease').i
   }),
 });
 
-const OperationReplay = builder.objectRef<NonNullable<ClaimOperationResult['replay']>>('OperationReplay').implement({
+export const OperationReplay = builder.objectRef<NonNullable<ClaimOperationResult['replay']>>('OperationReplay').implement({
   description: 'The recorded result of a committed operation.',
   fields: (t) => ({
     documentID: t.exposeString('documentID', { nullable: true, description: 'The local document the committed write produced or updated.' }),
@@ -366,48 +363,7 @@ builder.queryFields((t) => ({
   }),
 }));
 
-const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
-  description: 'Claim (create or replay) the operation with this idempotency key. The caller is always the viewer.',
-  fields: (t) => ({
-    operationID: t.string({ validate: textInput, description: 'Idempotency key, unique per caller.' }),
-    ownerDID: t.field({ type: 'DID', required: false, description: 'Whose data this writes. Default: the viewer; only a service may name another owner.' }),
-    connectorName: t.string({ validate: nameInput, description: 'The connector that performs the write. Part of the write’s identity.' }),
-    model: t.string({ validate: nameInput, description: 'The model of the written document. Part of the write’s identity.' }),
-    op: t.field({ type: ConnectorOperationOp, description: 'Create or update. Part of the write’s identity.' }),
-    accountKey: t.string({ validate: textInput, description: 'Which of the owner’s provider accounts the write goes to. Kept from the first claim.' }),
-    target: t.string({ validate: textInput, description: 'Where at the provider the write goes (e.g. a calendar). Part of the write’s identity.' }),
-    sourceID: t.string({
-      required: false,
-      validate: textInput.optional().nullable(),
-      description: 'The provider’s id of the target document, when known. Kept from the first claim.',
-    }),
-    documentID: t.string({
-      required: false,
-      validate: documentIDInput.optional().nullable(),
-      description:
-        'The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored at claim, so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given.',
-    }),
-    deterministicEventID: t.string({
-      validate: textInput,
-      description: 'An id derived from the write, by which a reconcile can find it at the provider. Kept from the first claim; opaque to the server.',
-    }),
-    payloadHash: t.string({ validate: textInput, description: 'Your hash of the write’s payload. Part of the write’s identity.' }),
-    reissueIntent: t.string({ validate: textInput, description: 'Your intent for reissuing the write. Kept from the first claim; not interpreted by the server.' }),
-    leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
-  }),
-});
-
-const ClaimOperationPayload = builder.objectRef<ClaimOperationResult>('ClaimOperationPayload').implement({
-  description: 'What a claim found or did.',
-  fields: (t) => ({
-    outcome: t.expose('outcome', { type: ClaimOutcome, description: 'Whether you now hold a lease, and if not, why.' }),
-    operation: t.field({ type: ConnectorOperation, description: 'The operation as it is after the claim.', resolve: (r) => r.operation }),
-    lease: t.field({ type: OperationLeaseType, nullable: true, description: 'Only with CLAIMED.', resolve: (r) => r.lease ?? null }),
-    replay: t.field({ type: OperationReplay, nullable: true, description: 'Only with REPLAYED.', resolve: (r) => r.replay ?? null }),
-  }),
-});
-
-const OperationPayload = builder.objectRef<OperationPayloadShape>('OperationPayload').implement({
+export const OperationPayload = builder.objectRef<OperationPayloadShape>('OperationPayload').implement({
   description: 'The operation after a fenced write.',
   fields: (t) => ({
     operation: t.field({ type: ConnectorOperation, description: 'The operation as it is after the write.', resolve: (r) => r.operation }),
@@ -415,317 +371,7 @@ const OperationPayload = builder.objectRef<OperationPayloadShape>('OperationPayl
   }),
 });
 
-const ResumeDeferredPayload = builder.simpleObject('ResumeDeferredPayload', {
-  description: 'How much deferred work was made due now.',
-  fields: (t) => ({
-    operations: t.int({ description: 'Operations made due now (a count).' }),
-    watches: t.int({ description: 'Offline-deferred watches made due now (a count; always 0 for AUTH).' }),
-  }),
-});
-
-/** Input fields every fenced write carries. */
-const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
-  id: t.globalID({ description: 'The operation.' }),
-  version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
-  leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
-});
-
-const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
-  description: 'Start the next attempt: attempts + 1, send marker cleared.',
-  fields: (t) => fenceFields(t),
-});
-const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
-  description: 'Record that this run is about to send the provider request.',
-  fields: (t) => ({
-    ...fenceFields(t),
-    sendMarker: t.string({ validate: textInput, description: 'This run’s marker (secret; never readable).' }),
-  }),
-});
-const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
-  description: 'Record how the current attempt ended and reschedule.',
-  fields: (t) => ({
-    ...fenceFields(t),
-    kind: t.field({ type: OperationOutcomeKind, description: 'How the attempt ended; decides the next state and when it is due.' }),
-    lastHTTPStatus: t.int({
-      required: false,
-      validate: z.number().int().min(100).max(599).optional().nullable(),
-      description: 'The provider’s HTTP status (100 to 599), if a response came back.',
-    }),
-    providerEtag: t.string({ required: false, validate: textInput.optional().nullable(), description: 'The provider’s etag, if it sent one. Omitted: the stored etag is kept.' }),
-    retryAfterMs: t.int({
-      required: false,
-      validate: z.number().int().min(0).max(7 * 86_400_000).optional().nullable(),
-      description: 'The provider’s retry-after, in ms (at most 7 days): after RETRYABLE or UNKNOWN the next attempt is due no sooner, even when the backoff is shorter.',
-    }),
-    message: t.string({
-      required: false,
-      validate: z.string().max(20_000, 'must be at most 20000 characters').optional().nullable(),
-      description:
-        'What went wrong (e.g. the provider’s error text). Kept on the attempt and as `lastError`: cut to 2 000 characters, lease token, send marker and anything shaped like a bearer token or JWT replaced by `[redacted]`.',
-    }),
-  }),
-});
-const RecordReconcileResultInput = builder.inputType('RecordReconcileResultInput', {
-  description: 'Record what reconciling with the provider found.',
-  fields: (t) => ({
-    ...fenceFields(t),
-    landed: t.boolean({ description: 'Whether the write is at the provider: then finalize; otherwise it is due again (DEAD if its attempts are spent).' }),
-    providerEtag: t.string({
-      required: false,
-      validate: textInput.optional().nullable(),
-      description: 'The provider’s etag of what was found. Omitted: the stored etag is kept.',
-    }),
-  }),
-});
-const RenewOperationLeaseInput = builder.inputType('RenewOperationLeaseInput', {
-  description: 'Extend your live lease.',
-  fields: (t) => ({ ...fenceFields(t), leaseMs: t.int({ validate: leaseMsInput, description: 'The new lease length in ms from now (1 s to 1 h).' }) }),
-});
-const ReleaseOperationLeaseInput = builder.inputType('ReleaseOperationLeaseInput', {
-  description: 'Give up your lease.',
-  fields: (t) => fenceFields(t),
-});
-
-const AcquireOperationLeaseInput = builder.inputType('AcquireOperationLeaseInput', {
-  description: 'Take an absent or expired lease of a live operation (a new lease epoch).',
-  fields: (t) => ({
-    id: t.globalID({ description: 'The operation.' }),
-    leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
-  }),
-});
-
-const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
-  description: 'OFFLINE: the device reconnected, make offline-deferred work due. AUTH: the owner authorized the connector.',
-  fields: (t) => ({
-    reason: t.field({ type: DeferReason, description: 'Which deferred work to make due.' }),
-    ownerDID: t.field({ type: 'DID', required: false, description: 'Default: the viewer (a service may omit it for every owner with OFFLINE).' }),
-    connectorName: t.string({ required: false, validate: nameInput.optional().nullable(), description: 'Required with AUTH.' }),
-  }),
-});
-
-const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
-  description:
-    'Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4).',
-  fields: (t) => ({
-    id: t.globalID({ description: 'The operation.' }),
-    version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
-    leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
-    documentID: t.string({ validate: documentIDInput, description: 'The local document the write produced or updated.' }),
-    sourceID: t.string({ validate: textInput, description: 'The provider’s id of the written document.' }),
-    resultEntity: t.field({
-      type: 'JSON',
-      required: false,
-      validate: jsonInput,
-      description: 'The result to record and replay to later claims (any JSON, at most 256 KiB, 64 levels).',
-    }),
-    currentWinnerDigest: t.string({
-      required: false,
-      validate: textInput.optional().nullable(),
-      description: 'The digest of the document’s current winner, as you know it: stored as the armed watch’s `observedWinnerDigest`.',
-    }),
-  }),
-});
-
-const FinalizeOperationPayload = builder
-  .objectRef<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>(
-    'FinalizeOperationPayload',
-  )
-  .implement({
-  description: 'What a finalize did: whether it committed, and the operation and watch as they are now.',
-  fields: (t) => ({
-    finalized: t.exposeBoolean('finalized', {
-      description:
-        'True when the operation is committed by this holder: now, or by an earlier identical finalize (see `replayed`). False when the version or lease token was stale, or the operation was finalized by another holder or for another document: nothing was written.',
-    }),
-    replayed: t.exposeBoolean('replayed', {
-      description: 'True when this repeated a finalize by the same holder (version, lease token) for the same document that had already committed: the recorded result is returned and nothing was written or armed again.',
-    }),
-    operation: t.field({
-      type: ConnectorOperation,
-      nullable: true,
-      description: 'The operation as it is now.',
-      // The committed row came back with the write; a lost finalize reads the operation as it is now.
-      resolve: (r, _args, ctx) => {
-        const loader = ConnectorOperation.getDataloader(ctx).clear(r.operationNodeKey);
-        return r.operation !== null ? loader.prime(r.operationNodeKey, r.operation).load(r.operationNodeKey) : loader.load(r.operationNodeKey);
-      },
-    }),
-    watch: t.field({
-      type: ProjectionWatch,
-      nullable: true,
-      description: 'The watch armed by this finalize; null when the viewer is not its owner (or a service).',
-      resolve: (r) => r.watch,
-    }),
-  }),
-});
-
-const mutation = { authScopes: { authenticated: true } } as const;
-/** A bulk operator action: priced by the rows it may change (its cap), which also count toward MAX_BULK_ROWS_PER_REQUEST. */
-const bulkAction = { ...mutation, complexity: bulkActionComplexity, extensions: { [BULK_ROWS]: bulkActionRows } } as const;
-
-const actionFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
-  id: t.globalID({ description: 'The operation.' }),
-  version: t.int({ validate: versionInput, description: 'The operation’s `version` as you read it: the action applies only if nobody changed the lease since.' }),
-});
-const RetryOperationInput = builder.inputType('RetryOperationInput', { description: 'Retry a dead operation.', fields: (t) => actionFields(t) });
-const RequeueOperationInput = builder.inputType('RequeueOperationInput', { description: 'Make a live operation due now.', fields: (t) => actionFields(t) });
-const CancelOperationInput = builder.inputType('CancelOperationInput', {
-  description: 'Give a live operation up.',
-  fields: (t) => ({
-    ...actionFields(t),
-    reason: t.string({ validate: textInput, description: 'Why; recorded in the history and as `lastError` (“cancelled: …”).' }),
-  }),
-});
-const bulkFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
-  filter: t.field({ type: OperationFilter, required: true, description: 'Which operations; at least one condition (an empty filter is refused, never “all”).' }),
-  cap: t.int({
-    required: false,
-    validate: z.number().int().min(1).max(1_000).optional().nullable(),
-    description: 'At most this many, newest first (1 to 1 000, default 1 000); `more` says whether others matched.',
-  }),
-});
-const RetryOperationsInput = builder.inputType('RetryOperationsInput', { description: 'Retry every matching DEAD operation.', fields: (t) => bulkFields(t) });
-const RequeueOperationsInput = builder.inputType('RequeueOperationsInput', {
-  description: 'Make every matching live operation due now, except those already due with no live lease (nothing to do), so running it again moves on to the rest.',
-  fields: (t) => bulkFields(t),
-});
-const CancelOperationsInput = builder.inputType('CancelOperationsInput', {
-  description: 'Give every matching live operation up.',
-  fields: (t) => ({ ...bulkFields(t), reason: t.string({ validate: textInput, description: 'Why; recorded on each.' }) }),
-});
-const BulkOperationActionPayload = builder.objectRef<resolve.BulkActionPayload>('BulkOperationActionPayload').implement({
-  description: 'What a bulk operator action changed: all of it in one transaction, or nothing.',
-  fields: (t) => ({
-    changed: t.exposeInt('changed', { description: 'How many operations changed.' }),
-    more: t.exposeBoolean('more', {
-      description: 'True when more operations matched than the cap: run it again, with the same input, for the rest (what this call changed no longer matches).',
-    }),
-    operations: t.field({
-      type: [ConnectorOperation],
-      complexity: { field: 1, multiplier: BULK_ACTION_LIST_ROWS },
-      description: 'The changed operations as they are now, newest first.',
-      resolve: (r) => r.operations,
-    }),
-  }),
-});
-const BULK_ERRORS = [InputValidationError, InvalidInputError, ForbiddenError];
-const ACTION_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleVersionError, InvalidStateError, ForbiddenError];
-const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });
-
-builder.mutationFields((t) => ({
-  claimOperation: t.field({
-    ...mutation,
-    description: 'Claim an operation by idempotency key (SPEC §3.3): CLAIMED with a lease, REPLAYED, DEAD or IN_FLIGHT.',
-    type: ClaimOperationPayload,
-    args: { input: t.arg({ type: ClaimOperationInput, required: true, description: 'The idempotency key, the write it stands for, and the lease length.' }) },
-    errors: directResult('ClaimOperationResult', [InputValidationError, IdempotencyConflictError, InvalidInputError, ForbiddenError]),
-    resolve: (_root, { input }, ctx) => resolve.claimOperation(input, ctx),
-  }),
-  acquireOperationLease: t.field({
-    ...mutation,
-    description: 'Take an absent or expired lease: the lease epoch (version) advances. A live lease gives InvalidStateError.',
-    type: OperationPayload,
-    args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true, description: 'The operation and the lease length.' }) },
-    errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
-    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input.leaseMs, ctx),
-  }),
-  renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
-  releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),
-  startOperationAttempt: fenced(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', resolve.startOperationAttempt),
-  markOperationSent: fenced(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', resolve.markOperationSent),
-  recordOperationAttempt: fenced(
-    t,
-    'recordOperationAttempt',
-    RecordOperationAttemptInput,
-    'Record how the attempt ended: backoff, reconcile-only, dead or deferred.',
-    resolve.recordOperationAttempt,
-  ),
-  recordReconcileResult: fenced(t, 'recordReconcileResult', RecordReconcileResultInput, 'Record whether a reconcile-only write landed.', resolve.recordReconcileResult),
-  finalizeOperation: t.field({
-    ...mutation,
-    description: 'Commit an operation you hold the lease of and arm its document’s watch, atomically.',
-    type: FinalizeOperationPayload,
-    args: { input: t.arg({ type: FinalizeOperationInput, required: true, description: 'The operation, your lease, and the result to record.' }) },
-    errors: directResult('FinalizeOperationResult', [InputValidationError, IdempotencyConflictError, NotFoundError]),
-    resolve: async (_root, { input }, ctx) => resolve.finalizeOperation(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
-  }),
-  retryOperation: t.field({
-    ...mutation,
-    description:
-      'Operators (a service, or the owner): retry a DEAD operation with a new attempt budget, as ATTEMPTED, or RECONCILE_ONLY when a provider request may have been sent (never a blind resend). A CAS on `version` that advances it and clears the lease, so a holder is fenced out.',
-    type: OperationPayload,
-    args: { input: t.arg({ type: RetryOperationInput, required: true, description: 'The operation and the `version` you read.' }) },
-    errors: directResult('RetryOperationResult', ACTION_ERRORS),
-    resolve: async (_root, { input }, ctx) => resolve.operatorAction('retry', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
-  }),
-  cancelOperation: t.field({
-    ...mutation,
-    description: 'Operators (a service, or the owner): give a live operation up (DEAD), with the reason. A CAS on `version` that fences out any lease holder.',
-    type: OperationPayload,
-    args: { input: t.arg({ type: CancelOperationInput, required: true, description: 'The operation, the `version` you read, and why.' }) },
-    errors: directResult('CancelOperationResult', ACTION_ERRORS),
-    resolve: async (_root, { input }, ctx) => resolve.operatorAction('cancel', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
-  }),
-  requeueOperation: t.field({
-    ...mutation,
-    description: 'Operators (a service, or the owner): make a live operation due now, deferral cleared. A CAS on `version` that fences out any lease holder.',
-    type: OperationPayload,
-    args: { input: t.arg({ type: RequeueOperationInput, required: true, description: 'The operation and the `version` you read.' }) },
-    errors: directResult('RequeueOperationResult', ACTION_ERRORS),
-    resolve: async (_root, { input }, ctx) => resolve.operatorAction('requeue', await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
-  }),
-  retryOperations: t.field({
-    ...bulkAction,
-    description: 'Operators: `retryOperation` on every matching DEAD operation you may act on (a service: all; a user: their own), at most `cap`, all or nothing.',
-    type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: RetryOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },
-    errors: directResult('RetryOperationsResult', BULK_ERRORS),
-    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('retry', input, ctx),
-  }),
-  cancelOperations: t.field({
-    ...bulkAction,
-    description: 'Operators: `cancelOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
-    type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: CancelOperationsInput, required: true, description: 'Which operations (a non-empty filter), at most how many, and why.' }) },
-    errors: directResult('CancelOperationsResult', BULK_ERRORS),
-    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('cancel', input, ctx),
-  }),
-  requeueOperations: t.field({
-    ...bulkAction,
-    description: 'Operators: `requeueOperation` on every matching live operation you may act on, at most `cap`, all or nothing.',
-    type: BulkOperationActionPayload,
-    args: { input: t.arg({ type: RequeueOperationsInput, required: true, description: 'Which operations (a non-empty filter) and at most how many.' }) },
-    errors: directResult('RequeueOperationsResult', BULK_ERRORS),
-    resolve: (_root, { input }, ctx) => resolve.bulkOperatorAction('requeue', input, ctx),
-  }),
-  resumeDeferred: t.field({
-    ...mutation,
-    description: 'Make deferred work due now: OFFLINE (device reconnected) or AUTH (owner authorized a connector).',
-    type: ResumeDeferredPayload,
-    args: { input: t.arg({ type: ResumeDeferredInput, required: true, description: 'Which deferred work: the reason, and whose.' }) },
-    errors: directResult('ResumeDeferredResult', [InputValidationError, InvalidInputError, ForbiddenError]),
-    resolve: (_root, { input }, ctx) => resolve.resumeDeferred(input, ctx),
-  }),
-}));
-
-/** A fenced write mutation: load the (visible) operation, then the resolver's write guarded by version + token. */
-function fenced<I extends FenceArgs & { id: DecodedNodeID }>(
-  t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
-  name: string,
-  inputType: InputObjectRef<Types, I>,
-  description: string,
-  write: (operation: ConnectorOperationShape | null, input: I, ctx: Types['Context']) => Promise<OperationPayloadShape>,
-) {
-  return t.field({
-    ...mutation,
-    description: `${description} Fenced: version + lease token must be current.`,
-    type: OperationPayload,
-    args: { input: t.arg({ type: inputType, required: true, description: 'The operation, your lease (`version`, `leaseToken`), and this write’s own fields.' }) },
-    errors: directResult(`${name[0]!.toUpperCase()}${name.slice(1)}Result`, FENCED_WRITE_ERRORS),
-    resolve: async (_root, args, ctx) => {
-      // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
-      const { input } = args as { input: I };
-      return write(await loadNode(ConnectorOperation, input.id, ctx), input, ctx);
-    },
-  });
-}
+/** Auth scope of every operation mutation: any signed-in viewer (who may act on what is the resolvers' check). */
+export const mutation = { authScopes: { authenticated: true } } as const;
+/** A mutation's `errors` option: its payload or one of `types`, as the union `name` (no payload wrapper). */
+export const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });
