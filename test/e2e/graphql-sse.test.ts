@@ -16,6 +16,7 @@ import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
 import type { ServerProcess } from '../helpers/server-process.js';
+import { collectResults } from '../helpers/sse.js';
 
 const AUDIENCE = 'connector-store-graphql-sse';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'bob', 'mallory', 'worker']);
@@ -66,38 +67,9 @@ describe.each(dialects)('graphql-sse at /graphql/stream (%s)', (dialect) => {
   }
 
   function subscribe(c: Client, query = OPERATIONS_CHANGED): Subscription {
-    const results: Result[] = [];
-    let notify = () => {};
-    let stop = () => {};
-    const ended = new Promise<unknown>((resolve) => {
-      stop = c.subscribe<Result['data'], Result['extensions']>(
-        { query },
-        {
-          next: (result) => {
-            results.push(result as Result);
-            notify();
-          },
-          error: resolve,
-          complete: () => resolve('complete'),
-        },
-      );
-    });
-    return {
-      results,
-      ended,
-      stop: () => stop(),
-      waitFor: (count, timeoutMs = 3_000) =>
-        new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`expected ${count} results, got ${JSON.stringify(results)}`)), timeoutMs);
-          notify = () => {
-            if (results.length >= count) {
-              clearTimeout(timer);
-              resolve();
-            }
-          };
-          notify();
-        }),
-    };
+    const collected = collectResults<Result>(3_000);
+    const stop = c.subscribe<Result['data'], Result['extensions']>({ query }, collected.sink);
+    return { results: collected.results, ended: collected.ended, stop: () => stop(), waitFor: collected.waitFor };
   }
 
   const as = (who: Who) => ({ authorization: `Bearer ${tokens[who]}` });

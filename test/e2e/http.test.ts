@@ -152,11 +152,7 @@ for (const dialect of testDialects()) {
     });
 
     it('refuses a bad bearer token with 401 and a challenge, and echoes the request id', async () => {
-      const response = await fetch(`${running().origin}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: 'Bearer not-a-jwt', 'x-request-id': 'e2e-request-1' },
-        body: JSON.stringify({ query: '{ serverInfo { dialect } }' }),
-      });
+      const response = await postGraphQL(running(), 'not-a-jwt', '{ serverInfo { dialect } }', {}, { 'x-request-id': 'e2e-request-1' });
       expect(response.status).toBe(401);
       expect(response.headers.get('www-authenticate')).toMatch(/^Bearer /);
       expect(response.headers.get('x-request-id')).toBe('e2e-request-1');

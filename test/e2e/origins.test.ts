@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { DialectName } from '../../src/db/connect.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { e2ePrincipals, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 
 const AUDIENCE = 'connector-store-origins';
 const { keys } = e2ePrincipals(AUDIENCE, ['worker']);
@@ -31,8 +31,8 @@ function upgrade(origin: string, url: string): Promise<'open' | number> {
   });
 }
 
-const post = (url: string, headers: Record<string, string>) =>
-  fetch(`${url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query: '{ __typename }' }) });
+/** `{ __typename }` without credentials, with `headers`. */
+const post = (server: E2EServers['server'], headers: Record<string, string>) => postGraphQL(server, null, '{ __typename }', {}, headers);
 
 describe.each(dialects)('origins (%s)', (dialect) => {
   let normal: E2EServers | undefined;
@@ -59,10 +59,10 @@ describe.each(dialects)('origins (%s)', (dialect) => {
     expect(preflight.headers.get('access-control-allow-origin')).toBe(LISTED);
     expect(preflight.headers.get('access-control-allow-credentials')).toBe('true');
     expect(preflight.headers.get('access-control-allow-headers')).toMatch(/authorization/);
-    const listed = await post(url, { origin: LISTED });
+    const listed = await post(normal!.server, { origin: LISTED });
     expect(listed.headers.get('access-control-allow-origin')).toBe(LISTED);
     for (const origin of [FOREIGN, 'null', `${LISTED}.evil.example`]) {
-      const response = await post(url, { origin });
+      const response = await post(normal!.server, { origin });
       expect(response.headers.get('access-control-allow-origin'), origin).toBeNull();
       expect(response.headers.get('access-control-allow-credentials'), origin).toBeNull();
       const refusedPreflight = await fetch(`${url}/graphql`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
@@ -82,13 +82,13 @@ describe.each(dialects)('origins (%s)', (dialect) => {
     const url = headerMode!.server.origin;
     const asAnyone = { 'x-viewer-did': keys.worker.did };
     for (const origin of [FOREIGN, LISTED]) {
-      const response = await post(url, { ...asAnyone, origin });
+      const response = await post(headerMode!.server, { ...asAnyone, origin });
       expect(response.status, origin).toBe(403);
-      expect(((await response.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('FORBIDDEN_ORIGIN');
+      expect(response.body.errors?.[0]?.extensions?.code).toBe('FORBIDDEN_ORIGIN');
       expect(await upgrade(origin, url)).toBe(403);
     }
-    expect((await post(url, { ...asAnyone, origin: url })).status).toBe(200);
-    expect((await post(url, asAnyone)).status).toBe(200);
+    expect((await post(headerMode!.server, { ...asAnyone, origin: url })).status).toBe(200);
+    expect((await post(headerMode!.server, asAnyone)).status).toBe(200);
     expect(await upgrade(url, url)).toBe('open');
   });
 });

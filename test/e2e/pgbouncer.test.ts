@@ -16,15 +16,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { e2eGraphQLClient, e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput, FINALIZE, operationMutationDocument } from '../helpers/operation-graphql.js';
 import { findPgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
-import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 
 const AUDIENCE = 'connector-store-pgbouncer';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'worker']);
-type Who = keyof typeof keys;
+const { gql, subscribe, closeSubscriptions } = e2eGraphQLClient(tokens, 'alice');
 
 const START = operationMutationDocument('startOperationAttempt');
 const RELEASE = operationMutationDocument('releaseOperationLease');
@@ -53,7 +52,6 @@ describe.skipIf(!postgres || pgbouncer === undefined)('postgres: two replicas be
   let bouncer: PgBouncer | undefined;
   let a: ServerProcess | undefined;
   let b: ServerProcess | undefined;
-  const subs: SSESubscription[] = [];
 
   beforeAll(async () => {
     started = await startE2EServers('postgres', {
@@ -77,22 +75,11 @@ describe.skipIf(!postgres || pgbouncer === undefined)('postgres: two replicas be
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(subs.map((s) => s.close()));
+    await closeSubscriptions();
     // Servers first, then PgBouncer, then the database.
     await started?.dispose();
     await bouncer?.stop();
   });
-
-  async function gql(server: ServerProcess, query: string, variables: Record<string, unknown>, who: Who = 'alice') {
-    return (await postGraphQL(server, tokens[who], query, variables)).body as { data: any; errors?: unknown[] };
-  }
-
-  async function subscribe(server: ServerProcess, who: Who) {
-    const sub = await subscribeSSE(fetch, `${server.origin}/graphql`, OPERATIONS_CHANGED, {}, { authorization: `Bearer ${tokens[who]}` });
-    subs.push(sub);
-    await new Promise((r) => setTimeout(r, 100));
-    return sub;
-  }
 
   /** A query on the scratch database over a direct connection. */
   async function direct<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
@@ -121,7 +108,7 @@ describe.skipIf(!postgres || pgbouncer === undefined)('postgres: two replicas be
 
   it('claims, fenced writes and finalize (advisory xact lock) run through PgBouncer; a subscriber on B sees A’s changes', async () => {
     const before = await transactionsThroughPgBouncer();
-    const onB = await subscribe(b!, 'alice');
+    const onB = await subscribe(b!, OPERATIONS_CHANGED, {}, 'alice');
     const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-p1' }) })).data.claimOperation;
     expect(claimed.outcome).toBe('CLAIMED');
     await onB.waitFor(1, 2_000);
@@ -209,16 +196,11 @@ describe.skipIf(!postgres || pgbouncer === undefined)('postgres: two replicas be
       await locker.query('begin');
       await locker.query('lock table kubun_connector_sync_state in access exclusive mode');
       const t0 = Date.now();
-      const response = await fetch(`${a!.origin}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.alice}` },
-        body: JSON.stringify({ query: '{ syncStates(first: 5) { totalCount } }' }),
-      });
+      const response = await postGraphQL(a!, tokens.alice, '{ syncStates(first: 5) { totalCount } }');
       const elapsed = Date.now() - t0;
-      const body = (await response.json()) as { errors?: { message: string; extensions?: Record<string, unknown> }[] };
       expect(response.status).toBe(503);
       expect(response.headers.get('retry-after')).toBe('1');
-      expect(body.errors?.[0]).toMatchObject({ extensions: { code: 'DATABASE_TIMEOUT', retryable: true } });
+      expect(response.body.errors?.[0]).toMatchObject({ extensions: { code: 'DATABASE_TIMEOUT', retryable: true } });
       expect(elapsed).toBeGreaterThanOrEqual(STATEMENT_TIMEOUT_MS - 100);
       expect(elapsed).toBeLessThan(STATEMENT_TIMEOUT_MS + 5_000);
     } finally {

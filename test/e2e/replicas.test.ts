@@ -8,14 +8,13 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminPostgresURL } from '../helpers/postgres.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
-import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { e2eGraphQLClient, e2ePrincipals, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput, FINALIZE, operationMutationDocument } from '../helpers/operation-graphql.js';
 import type { ServerProcess } from '../helpers/server-process.js';
-import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 
 const AUDIENCE = 'connector-store-replicas';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'mallory', 'worker']);
-type Who = keyof typeof keys;
+const { gql, subscribe, closeSubscriptions } = e2eGraphQLClient(tokens, 'alice');
 
 const START = operationMutationDocument('startOperationAttempt');
 const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state attempts } }`;
@@ -26,7 +25,6 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
   let started: E2EServers | undefined;
   let a: ServerProcess | undefined;
   let b: ServerProcess | undefined;
-  const subs: SSESubscription[] = [];
 
   beforeAll(async () => {
     started = await startE2EServers('postgres', {
@@ -41,25 +39,13 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(subs.map((s) => s.close()));
+    await closeSubscriptions();
     await started?.dispose();
   });
 
-  async function gql(server: ServerProcess, query: string, variables: Record<string, unknown>, who: Who = 'alice') {
-    return (await postGraphQL(server, tokens[who], query, variables)).body as { data: any; errors?: unknown[] };
-  }
-
-  async function subscribe(server: ServerProcess, who: Who) {
-    const sub = await subscribeSSE(fetch, `${server.origin}/graphql`, OPERATIONS_CHANGED, {}, { authorization: `Bearer ${tokens[who]}` });
-    subs.push(sub);
-    // Registered once the stream answered; give the server a moment to listen.
-    await new Promise((r) => setTimeout(r, 100));
-    return sub;
-  }
-
   it('a finalize on replica A reaches a subscriber on replica B within 1 s; a stranger on B receives nothing', async () => {
-    const onB = await subscribe(b!, 'alice');
-    const strangerOnB = await subscribe(b!, 'mallory');
+    const onB = await subscribe(b!, OPERATIONS_CHANGED, {}, 'alice');
+    const strangerOnB = await subscribe(b!, OPERATIONS_CHANGED, {}, 'mallory');
     const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a1' }) })).data.claimOperation;
     expect(claimed.outcome).toBe('CLAIMED');
     await onB.waitFor(1, 1_000);
@@ -77,7 +63,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
   });
 
   it('a lost write on A emits nothing on B', async () => {
-    const onB = await subscribe(b!, 'alice');
+    const onB = await subscribe(b!, OPERATIONS_CHANGED, {}, 'alice');
     const claimed = (await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a2' }) })).data.claimOperation;
     await onB.waitFor(1, 1_000);
     const lost = await gql(a!, FINALIZE, {
@@ -89,7 +75,7 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
   });
 
   it('a killed LISTEN connection is logged, re-established, and delivery resumes', async () => {
-    const onB = await subscribe(b!, 'alice');
+    const onB = await subscribe(b!, OPERATIONS_CHANGED, {}, 'alice');
     const admin = new pg.Client({ connectionString: adminPostgresURL() });
     await admin.connect();
     try {
@@ -116,10 +102,10 @@ describe.skipIf(!runs)('postgres: two replicas, one database', () => {
   });
 
   it('a subscriber that disconnects frees its slot on the server', async () => {
-    const sub = await subscribe(b!, 'worker');
+    const sub = await subscribe(b!, OPERATIONS_CHANGED, {}, 'worker');
     await sub.close();
     // The server notices the socket closing; a new subscription still works and gets events.
-    const again = await subscribe(b!, 'worker');
+    const again = await subscribe(b!, OPERATIONS_CHANGED, {}, 'worker');
     await gql(a!, CLAIM, { input: claimInput({ operationID: 'op-a4' }) });
     await again.waitFor(1, 1_000);
     expect(again.events[0]?.data.operationsChanged.operationID).toBe('op-a4');

@@ -15,6 +15,7 @@ import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
 import type { ServerProcess } from '../helpers/server-process.js';
+import { collectResults } from '../helpers/sse.js';
 
 const AUDIENCE = 'connector-store-websocket';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'bob', 'mallory', 'worker']);
@@ -76,36 +77,13 @@ describe.each(dialects)('graphql-ws subscriptions (%s)', (dialect) => {
   /** Subscribes on a client of its own; resolves once the server has had a moment to register it. */
   async function subscribe(connectionParams: Record<string, unknown> | undefined, query = OPERATIONS_CHANGED): Promise<WSSubscription> {
     const c = client(connectionParams);
-    const results: Result[] = [];
-    let notify = () => {};
-    const ended = new Promise<unknown>((resolve) => {
-      c.subscribe<Result['data']>(
-        { query },
-        {
-          next: (result) => {
-            results.push(result as Result);
-            notify();
-          },
-          error: resolve,
-          complete: () => resolve('complete'),
-        },
-      );
-    });
+    const collected = collectResults<Result>(2_000);
+    c.subscribe<Result['data']>({ query }, collected.sink);
     await new Promise((r) => setTimeout(r, 150));
     return {
-      results,
-      ended,
-      waitFor: (count, timeoutMs = 2_000) =>
-        new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`expected ${count} results, got ${JSON.stringify(results)}`)), timeoutMs);
-          notify = () => {
-            if (results.length >= count) {
-              clearTimeout(timer);
-              resolve();
-            }
-          };
-          notify();
-        }),
+      results: collected.results,
+      ended: collected.ended,
+      waitFor: collected.waitFor,
       close: async () => {
         await c.dispose();
       },

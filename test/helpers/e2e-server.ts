@@ -2,7 +2,8 @@
  * The start-up every end-to-end file shares: principals with real bearer
  * tokens, one or more server processes (server-process.ts) over one fresh
  * database (a temporary SQLite file or a scratch Postgres database, which the
- * first server migrates), teardown of both, and a GraphQL POST over HTTP.
+ * first server migrates), teardown of both, and GraphQL over HTTP: a POST,
+ * and a client of principals that also subscribes over SSE (sse.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import { generateLocalKey, LOCAL_KEY_PATH, loadOrCreateLocalKey, mintToken, type
 import type { DialectName } from '../../src/db/connect.js';
 import { createScratchPostgresDatabase } from './postgres.js';
 import { startServerProcess, type ServerProcess } from './server-process.js';
+import { subscribeSSE, type SSESubscription } from './sse.js';
 
 /** The keys of an e2e file's principals and, once {@link E2EPrincipals.mint} ran, their tokens. */
 export interface E2EPrincipals<Name extends string> {
@@ -170,19 +172,55 @@ export interface GraphQLBody<T = any> {
   errors?: { message: string; extensions?: Record<string, unknown> }[];
 }
 
-/** POSTs one GraphQL request to `server` with `token` as bearer; returns the HTTP status and the parsed body. */
+/**
+ * POSTs one GraphQL request to `server` with `token` as bearer (`null`: no
+ * Authorization header) and any further `headers`; returns the HTTP status,
+ * the response headers and the parsed body.
+ */
 export async function postGraphQL<T = any>(
-  server: ServerProcess,
-  token: string,
+  server: Pick<ServerProcess, 'origin'>,
+  token: string | null,
   query: string,
   variables: unknown = {},
-): Promise<{ status: number; body: GraphQLBody<T> }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: GraphQLBody<T> }> {
   const response = await fetch(`${server.origin}/graphql`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }), ...headers },
     body: JSON.stringify({ query, variables }),
   });
-  return { status: response.status, body: (await response.json()) as GraphQLBody<T> };
+  return { status: response.status, headers: response.headers, body: (await response.json()) as GraphQLBody<T> };
+}
+
+/** GraphQL over HTTP as an e2e file's principals: see {@link e2eGraphQLClient}. */
+export interface E2EGraphQLClient<Name extends string> {
+  /** POSTs `query` to `server` as `who` (default: the client's); the parsed body, whatever the status. */
+  gql<T = any>(server: ServerProcess, query: string, variables?: Record<string, unknown>, who?: Name): Promise<GraphQLBody<T>>;
+  /**
+   * Subscribes to `query` on `server` over yoga's SSE as `who` (default: the
+   * client's); resolves 100 ms after the stream answered, once the server
+   * had a moment to start listening for it.
+   */
+  subscribe<T = any>(server: ServerProcess, query: string, variables?: Record<string, unknown>, who?: Name): Promise<SSESubscription<T>>;
+  /** Closes every subscription `subscribe` opened (for an `afterAll`, before the servers stop). */
+  closeSubscriptions(): Promise<void>;
+}
+
+/** A client that sends as `defaultWho` unless told otherwise, with the bearer tokens of `tokens` (read at each call, so `mint()` may come later). */
+export function e2eGraphQLClient<Name extends string>(tokens: Record<Name, string>, defaultWho: NoInfer<Name>): E2EGraphQLClient<Name> {
+  const subscriptions: SSESubscription[] = [];
+  return {
+    gql: async (server, query, variables = {}, who = defaultWho) => (await postGraphQL(server, tokens[who], query, variables)).body,
+    subscribe: async (server, query, variables = {}, who = defaultWho) => {
+      const subscription = await subscribeSSE(fetch, `${server.origin}/graphql`, query, variables, { authorization: `Bearer ${tokens[who]}` });
+      subscriptions.push(subscription);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return subscription;
+    },
+    closeSubscriptions: async () => {
+      await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+    },
+  };
 }
 
 /** A development server with the demo data, as a browser test uses it: see {@link startDemoServer}. */

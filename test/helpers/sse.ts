@@ -1,18 +1,117 @@
 /**
- * A GraphQL subscription over yoga's SSE transport, for tests: collects
- * every `next` event's payload and lets a test wait for a count.
+ * Subscription results for tests. {@link collectResults} gathers one
+ * subscription's results, whatever carries them (yoga's SSE here, a graphql-ws
+ * or graphql-sse client's sink), and lets a test wait for a count;
+ * {@link subscribeSSE} is a GraphQL subscription over yoga's SSE transport
+ * built on it; {@link parseServerSentEvent} reads one event of an event
+ * stream, for readers of raw sockets too.
  */
 
 /** Anything that answers a fetch: `app.yoga.fetch` or the global fetch against a real server. */
 export type Fetcher = (url: string, init: RequestInit) => Promise<Response>;
+
+/** One result of a subscription, as a test reads it. */
+export interface SubscriptionResult<T = any> {
+  data?: T;
+  errors?: { message: string; extensions?: Record<string, unknown> }[];
+}
+
+/** One subscription's results as they arrive: see {@link collectResults}. */
+export interface ResultCollector<R> {
+  /** Every result so far, in order. */
+  results: R[];
+  /**
+   * The sink a graphql-ws or graphql-sse client takes: `next` adds a result
+   * (taken to be an `R`), `error` and `complete` end the subscription (the
+   * first ending counts).
+   */
+  sink: { next(result: unknown): void; error(error: unknown): void; complete(): void };
+  /** Whether the subscription ended. */
+  readonly hasEnded: boolean;
+  /** Settles once the subscription ended: with the error, or `'complete'`. */
+  ended: Promise<unknown>;
+  /** Resolves once `count` results arrived; rejects if the subscription ends short, or after `timeoutMs` (default: the collector's). */
+  waitFor(count: number, timeoutMs?: number): Promise<void>;
+}
+
+/** An empty collector whose `waitFor` gives up after `defaultTimeoutMs` unless told otherwise. */
+export function collectResults<R>(defaultTimeoutMs: number): ResultCollector<R> {
+  const results: R[] = [];
+  const waiters = new Set<() => void>();
+  let hasEnded = false;
+  let settle: (how: unknown) => void = () => {};
+  const ended = new Promise<unknown>((resolve) => {
+    settle = resolve;
+  });
+  const notify = () => waiters.forEach((w) => w());
+  const end = (how: unknown) => {
+    if (hasEnded) return;
+    hasEnded = true;
+    settle(how);
+    notify();
+  };
+  return {
+    results,
+    sink: {
+      next: (result) => {
+        results.push(result as R);
+        notify();
+      },
+      error: end,
+      complete: () => end('complete'),
+    },
+    get hasEnded() {
+      return hasEnded;
+    },
+    ended,
+    waitFor: (count, timeoutMs = defaultTimeoutMs) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (results.length >= count) {
+            waiters.delete(check);
+            clearTimeout(timer);
+            resolve();
+          } else if (hasEnded) {
+            waiters.delete(check);
+            clearTimeout(timer);
+            reject(new Error(`ended after ${results.length} of ${count} results: ${JSON.stringify(results)}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`timed out with ${results.length} of ${count} results: ${JSON.stringify(results)}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      }),
+  };
+}
+
+/** One event of a `text/event-stream` body: its `event:` field (undefined without one) and its `data:` lines, joined. */
+export interface ServerSentEvent {
+  event: string | undefined;
+  data: string;
+}
+
+/** Reads one event: the text between two blank lines of an event stream. */
+export function parseServerSentEvent(block: string): ServerSentEvent {
+  const lines = block.split('\n');
+  return {
+    event: lines.find((l) => l.startsWith('event:'))?.slice(6).trim(),
+    data: lines
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trim())
+      .join('\n'),
+  };
+}
 
 /** An open subscription. */
 export interface SSESubscription<T = any> {
   /** HTTP status of the subscribe request. */
   status: number;
   /** Every `next` payload so far (`{ data, errors }`). */
-  events: { data?: T; errors?: { message: string; extensions?: Record<string, unknown> }[] }[];
-  /** Resolves once `count` events arrived; rejects after `timeoutMs`. */
+  events: SubscriptionResult<T>[];
+  /** Resolves once `count` events arrived; rejects if the stream ends short, or after `timeoutMs` (default 5 s). */
   waitFor(count: number, timeoutMs?: number): Promise<void>;
   /** Whether the server ended the stream. */
   readonly ended: boolean;
@@ -34,10 +133,7 @@ export async function subscribeSSE<T = any>(
     body: JSON.stringify({ query, variables }),
     signal: abort.signal,
   });
-  const events: SSESubscription<T>['events'] = [];
-  const waiters = new Set<() => void>();
-  let ended = false;
-  const notify = () => waiters.forEach((w) => w());
+  const collected = collectResults<SubscriptionResult<T>>(5_000);
   const reader = response.body?.getReader();
   const reading = (async () => {
     if (reader === undefined) return;
@@ -50,52 +146,25 @@ export async function subscribeSSE<T = any>(
         buffer += decoder.decode(chunk, { stream: true });
         let at: number;
         while ((at = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, at);
+          const { event, data } = parseServerSentEvent(buffer.slice(0, at));
           buffer = buffer.slice(at + 2);
-          const lines = block.split('\n');
-          const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim();
-          const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
-          if (event === 'next' && data !== '') {
-            events.push(JSON.parse(data));
-            notify();
-          }
-          if (event === 'complete') ended = true;
+          if (event === 'next' && data !== '') collected.sink.next(JSON.parse(data));
+          if (event === 'complete') collected.sink.complete();
         }
       }
     } catch {
       // aborted by close()
     } finally {
-      ended = true;
-      notify();
+      collected.sink.complete();
     }
   })();
   return {
     status: response.status,
-    events,
+    events: collected.results,
     get ended() {
-      return ended;
+      return collected.hasEnded;
     },
-    waitFor(count, timeoutMs = 5_000) {
-      return new Promise<void>((resolve, reject) => {
-        const check = () => {
-          if (events.length >= count) {
-            waiters.delete(check);
-            clearTimeout(timer);
-            resolve();
-          } else if (ended) {
-            waiters.delete(check);
-            clearTimeout(timer);
-            reject(new Error(`stream ended after ${events.length} of ${count} events`));
-          }
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`timed out with ${events.length} of ${count} events`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      });
-    },
+    waitFor: collected.waitFor,
     async close() {
       // Cancelling the body is what tells the server (in process or over
       // HTTP) that the subscriber left; the abort covers a real socket.

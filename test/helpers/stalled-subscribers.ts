@@ -8,6 +8,7 @@
  */
 import { connect } from 'node:net';
 import { WebSocket } from 'ws';
+import { parseServerSentEvent, type SubscriptionResult } from './sse.js';
 
 /** The transports a subscriber can use. */
 export const TRANSPORTS = ['sse', 'graphql-sse-distinct', 'graphql-sse-single', 'websocket'] as const;
@@ -16,7 +17,7 @@ export type Transport = (typeof TRANSPORTS)[number];
 /** What a subscriber had received once it read again. */
 export interface ResumedSubscriber {
   /** `next` payloads received, in order (parsed). */
-  results: { data?: any; errors?: { message: string; extensions?: Record<string, unknown> }[] }[];
+  results: SubscriptionResult[];
   /** Bytes of event payload received. */
   bytes: number;
   /** Whether the server ended the subscription (complete, error or a closed connection). */
@@ -141,9 +142,7 @@ function parseEventStream(raw: Buffer, ended: boolean): ResumedSubscriber {
   let bytes = 0;
   let complete = false;
   for (const block of text.split('\n\n')) {
-    const lines = block.split('\n');
-    const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim();
-    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+    const { event, data } = parseServerSentEvent(block);
     if (event === 'next' && data !== '') {
       bytes += Buffer.byteLength(data);
       const parsed = JSON.parse(data) as { payload?: ResumedSubscriber['results'][number] } & ResumedSubscriber['results'][number];
