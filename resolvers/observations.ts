@@ -5,9 +5,10 @@
  * since" feed is the workers' (service principals only). No SQL here.
  */
 import * as observations from '../src/store/observations/index.js';
-import type { ObservationRecord, ObservationRepair, RepairCursor } from '../src/store/observations/index.js';
+import type { ObservationRecord, ObservationRepair } from '../src/store/observations/index.js';
 import type { GraphQLContext } from './context.js';
 import { ForbiddenError } from './errors.js';
+import { REPAIR_WRITTEN_ORDER } from '../src/store/page.js';
 import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
 
@@ -97,12 +98,6 @@ export async function deleteObservationRepair(documentID: string, ctx: GraphQLCo
   return { deleted: await observations.deleteObservationRepair(ctx.store, documentID, owner === null ? {} : { owner }) };
 }
 
-function checkRepairCursor(parsed: unknown): RepairCursor | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { writtenAt, documentID } = parsed as Record<string, unknown>;
-  return typeof writtenAt === 'number' && Number.isSafeInteger(writtenAt) && typeof documentID === 'string' ? { writtenAt, documentID } : null;
-}
-
 /**
  * `repairsWrittenSince` (service principals): repairs in (writtenAt,
  * documentID) order after the cursor. A reader keeps the last `endCursor`
@@ -111,11 +106,11 @@ function checkRepairCursor(parsed: unknown): RepairCursor | null {
  * listed, so a cursor never skips a repair written in the same millisecond.
  */
 export async function repairsWrittenSince(args: ConnectionArgs, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, checkRepairCursor);
+  const request = forwardPageRequest(args, REPAIR_WRITTEN_ORDER);
   const page = await observations.listRepairsWrittenSince(ctx.store, { after: request.after ?? null, limit: Math.max(request.first, 1) });
   const repairs = request.first === 0 ? [] : page.repairs;
   return {
-    ...toConnection(request, { items: repairs, hasMore: request.first === 0 ? page.repairs.length > 0 : page.hasMore }, (r) => ({ writtenAt: r.writtenAt, documentID: r.documentID })),
+    ...toConnection(request, { items: repairs, hasMore: request.first === 0 ? page.repairs.length > 0 : page.hasMore }, REPAIR_WRITTEN_ORDER),
     totalCount: () => observations.countObservationRepairs(ctx.store),
   };
 }

@@ -9,7 +9,8 @@ import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
 import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from './context.js';
-import { createdAtCursor, forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ATTEMPT_HISTORY_ORDER, NEWEST_FIRST } from '../src/store/page.js';
+import { forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { announce, announceAll } from './changes.js';
@@ -93,11 +94,11 @@ export interface OperationCountShape {
 
 /** `operations`: the viewer's visible operations, newest first, keyset-paged. */
 export async function listOperations(args: ConnectionArgs & { filter?: OperationFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, createdAtCursor);
+  const request = pageRequest(args, NEWEST_FIRST);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await operations.listOperations(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.operations, hasMore: page.hasMore }, operations.operationCursor),
+    ...toConnection(request, { items: page.operations, hasMore: page.hasMore }, NEWEST_FIRST),
     totalCount: () => operations.countOperations(ctx.store, scope),
   };
 }
@@ -249,28 +250,22 @@ export type OperationAttempt = operations.OperationAttempt & { committed: boolea
 interface AttemptHistoryKey {
   operation: ConnectorOperation;
   first: number;
-  before?: number;
+  after?: operations.AttemptCursor;
 }
 
 const historyLoaders = createContextCache((ctx: GraphQLContext) => ({
   pages: new DataLoader((keys: readonly AttemptHistoryKey[]) => loadAttemptHistories(keys, ctx), {
-    cacheKeyFn: (key) => JSON.stringify([key.operation.nodeKey, key.first, key.before ?? null]),
+    cacheKeyFn: (key) => JSON.stringify([key.operation.nodeKey, key.first, key.after?.seq ?? null]),
     maxBatchSize: 500,
   }),
 }));
 
-function checkHistoryCursor(parsed: unknown): { seq: number } | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { seq } = parsed as Record<string, unknown>;
-  return typeof seq === 'number' && Number.isSafeInteger(seq) && seq > 0 ? { seq } : null;
-}
-
 /** `ConnectorOperation.attemptHistory`: its attempts, newest first, forward pages; every operation of a request level in one statement. */
 export async function attemptHistory(operation: ConnectorOperation, args: ConnectionArgs, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, checkHistoryCursor);
-  const page = await historyLoaders(ctx).pages.load({ operation, first: request.first, ...(request.after !== undefined && { before: request.after.seq }) });
+  const request = forwardPageRequest(args, ATTEMPT_HISTORY_ORDER);
+  const page = await historyLoaders(ctx).pages.load({ operation, first: request.first, ...(request.after !== undefined && { after: request.after }) });
   return {
-    ...toConnection(request, { items: page.attempts, hasMore: page.hasMore }, (attempt) => ({ seq: attempt.seq })),
+    ...toConnection(request, { items: page.attempts, hasMore: page.hasMore }, ATTEMPT_HISTORY_ORDER),
     totalCount: () => operations.countAttemptHistory(ctx.store, { callerDID: operation.callerDID, operationID: operation.operationID }),
   };
 }
@@ -283,7 +278,7 @@ export async function attemptHistory(operation: ConnectorOperation, args: Connec
 async function loadAttemptHistories(keys: readonly AttemptHistoryKey[], ctx: GraphQLContext) {
   const pages = await operations.getAttemptHistories(
     ctx.store,
-    keys.map((key) => ({ key: { callerDID: key.operation.callerDID, operationID: key.operation.operationID }, first: key.first, ...(key.before !== undefined && { before: key.before }) })),
+    keys.map((key) => ({ key: { callerDID: key.operation.callerDID, operationID: key.operation.operationID }, first: key.first, ...(key.after !== undefined && { after: key.after }) })),
   );
   return pages.map((page, i) => {
     const operation = keys[i]!.operation;
@@ -291,7 +286,7 @@ async function loadAttemptHistories(keys: readonly AttemptHistoryKey[], ctx: Gra
     return {
       hasMore: page.hasMore,
       attempts: page.attempts.map((attempt): OperationAttempt => {
-        const committedHere = operation.state === 'committed' && attempt.seq === newest && keys[i]!.before === undefined && attempt.endedAt === null;
+        const committedHere = operation.state === 'committed' && attempt.seq === newest && keys[i]!.after === undefined && attempt.endedAt === null;
         return committedHere ? { ...attempt, endedAt: operation.updatedAt, committed: true } : { ...attempt, committed: false };
       }),
     };

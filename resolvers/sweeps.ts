@@ -17,13 +17,13 @@ import type {
   SweepCheckpoint,
   SweepKey,
   SweepReceipt,
-  SweepReceiptCursor,
   SweepReceiptKey,
 } from '../src/store/sweeps/index.js';
 import { announce } from './changes.js';
 import type { GraphQLContext } from './context.js';
 import { NotFoundError } from './errors.js';
-import { createdAtCursor, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { NEWEST_FIRST, SWEEP_CANDIDATE_ORDER } from '../src/store/page.js';
+import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 export {
@@ -96,28 +96,22 @@ export async function candidateCounts(receipt: SweepReceipt, ctx: GraphQLContext
   return sweeps.SWEEP_CANDIDATE_STATES.map((state) => ({ state, count: counts[state] }));
 }
 
-function checkCandidateCursor(parsed: unknown): { documentID: string } | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { documentID } = parsed as Record<string, unknown>;
-  return typeof documentID === 'string' && documentID !== '' ? { documentID } : null;
-}
-
 /** `SweepReceipt.candidates`: the receipt's candidates by document id, forward pages, optionally by state. */
 export async function receiptCandidates(
   receipt: SweepReceipt,
   args: ConnectionArgs & { states?: SweepCandidateState[] | null },
   ctx: GraphQLContext,
 ) {
-  const request = forwardPageRequest(args, checkCandidateCursor);
+  const request = forwardPageRequest(args, SWEEP_CANDIDATE_ORDER);
   const pageRequest: SweepCandidatePageRequest = {
     first: request.first,
-    ...(request.after !== undefined && { after: request.after.documentID }),
+    ...(request.after !== undefined && { after: request.after }),
     ...(args.states != null && { states: [...new Set(args.states)].sort() }),
   };
   const page = await sweepLoaders(ctx).candidatePages.load({ receipt: receiptKeyOf(receipt), request: pageRequest });
   const counts = () => sweepLoaders(ctx).counts.load(receiptKeyOf(receipt));
   return {
-    ...toConnection(request, { items: page.candidates, hasMore: page.hasMore }, (c) => ({ documentID: c.documentID })),
+    ...toConnection(request, { items: page.candidates, hasMore: page.hasMore }, SWEEP_CANDIDATE_ORDER),
     totalCount: async () => {
       const byState = await counts();
       return (pageRequest.states ?? sweeps.SWEEP_CANDIDATE_STATES).reduce((sum, state) => sum + byState[state], 0);
@@ -153,11 +147,11 @@ export function sweepReceiptMatches(filter: SweepReceiptFilterArgs | null | unde
 
 /** `sweepReceipts`: the viewer's receipts (a service sees all), newest first, keyset-paged forward. */
 export async function listSweepReceipts(args: ConnectionArgs & { filter?: SweepReceiptFilterArgs | null }, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, createdAtCursor);
+  const request = forwardPageRequest(args, NEWEST_FIRST);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
-  const page = await sweeps.listSweepReceipts(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after as SweepReceiptCursor }) });
+  const page = await sweeps.listSweepReceipts(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after }) });
   return {
-    ...toConnection(request, { items: page.receipts, hasMore: page.hasMore }, sweeps.sweepReceiptCursor),
+    ...toConnection(request, { items: page.receipts, hasMore: page.hasMore }, NEWEST_FIRST),
     totalCount: () => sweeps.countSweepReceipts(ctx.store, scope),
   };
 }

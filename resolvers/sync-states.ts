@@ -3,8 +3,9 @@ import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { NotFoundError } from '../src/store/errors.js';
 import * as syncStates from '../src/store/sync-state/index.js';
-import type { SyncState, SyncStateCursor } from '../src/store/sync-state/index.js';
+import type { SyncState } from '../src/store/sync-state/index.js';
 import type { GraphQLContext } from './context.js';
+import { SYNC_STATE_ORDER } from '../src/store/page.js';
 import { pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
@@ -17,12 +18,6 @@ export async function loadSyncStatesByNodeKeys(nodeKeys: readonly string[], ctx:
   return rows.map((s) => (s !== null && canSeeOwned(ctx.viewer, s) ? s : null));
 }
 
-function checkSyncStateCursor(parsed: unknown): SyncStateCursor | null {
-  if (typeof parsed !== 'object' || parsed === null) return null;
-  const { connectorName, ownerDID } = parsed as Record<string, unknown>;
-  return typeof connectorName === 'string' && typeof ownerDID === 'string' ? { connectorName, ownerDID } : null;
-}
-
 /** Filter arguments of `syncStates`. */
 export interface SyncStateFilterArgs {
   connectorName?: string | null;
@@ -33,7 +28,7 @@ export interface SyncStateFilterArgs {
 
 /** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner, keyset-paged either way. */
 export async function listSyncStates(args: ConnectionArgs & { filter?: SyncStateFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, checkSyncStateCursor);
+  const request = pageRequest(args, SYNC_STATE_ORDER);
   const filter: syncStates.SyncStateFilter = {
     ...(args.filter?.connectorName != null && { connectorName: args.filter.connectorName }),
     ...(args.filter?.ownerDID != null && { ownerDID: args.filter.ownerDID }),
@@ -43,7 +38,7 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter };
   const page = await syncStates.listSyncStates(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, (s) => ({ connectorName: s.connectorName, ownerDID: s.ownerDID })),
+    ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, SYNC_STATE_ORDER),
     totalCount: () => syncStates.countSyncStates(ctx.store, scope),
   };
 }

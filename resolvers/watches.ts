@@ -5,7 +5,8 @@ import { InvalidInputError, NotFoundError } from '../src/store/errors.js';
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import type { GraphQLContext } from './context.js';
-import { createdAtCursor, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { NEWEST_FIRST } from '../src/store/page.js';
+import { pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
 
@@ -56,11 +57,11 @@ function toStoreFilter(filter: WatchFilterArgs | null | undefined): watches.Watc
 
 /** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged either way. */
 export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, createdAtCursor);
+  const request = pageRequest(args, NEWEST_FIRST);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await watches.listWatches(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, watches.watchCursor),
+    ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, NEWEST_FIRST),
     totalCount: () => watches.countWatches(ctx.store, scope),
   };
 }

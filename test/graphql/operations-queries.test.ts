@@ -227,9 +227,9 @@ describeGraphQL('graphql operations: queries', (suite) => {
       });
 
       it('refuses page sizes above 100, negative ones, and first with last', async () => {
-        expect((await listError({ first: 101 })).message).toMatch(/first must be between 0 and 100/);
-        expect((await listError({ last: 101 })).message).toMatch(/last must be between 0 and 100/);
-        expect((await listError({ first: -1 })).message).toMatch(/first must be between 0 and 100/);
+        expect((await listError({ first: 101 })).message).toMatch(/first: must be between 0 and 100/);
+        expect((await listError({ last: 101 })).message).toMatch(/last: must be between 0 and 100/);
+        expect((await listError({ first: -1 })).message).toMatch(/first: must be between 0 and 100/);
         expect((await listError({ first: 1, last: 1 })).message).toMatch(/either first or last/);
         expect((await page({ first: 100 })).edges).toHaveLength(ALICE_SEES.length);
       });

@@ -540,7 +540,7 @@ describeGraphQL('graphql watches', (suite) => {
       }
       const tooMany = await suite.gql(WATCHES, { first: 101 });
       expect(tooMany.errors?.[0]?.message).toMatch(/between 0 and 100/);
-      expect((await suite.gql(WATCHES, { last: 101 })).errors?.[0]?.message).toMatch(/last must be between 0 and 100/);
+      expect((await suite.gql(WATCHES, { last: 101 })).errors?.[0]?.message).toMatch(/last: must be between 0 and 100/);
     });
   });
 });

@@ -143,7 +143,7 @@ describeEachDialect('operations: attempt history', (suite) => {
     const [pageA, pageB, olderA] = await getAttemptHistories(suite.store, [
       { key: a.fence.key, first: 2 },
       { key: b.fence.key, first: 2 },
-      { key: a.fence.key, first: 2, before: 2 },
+      { key: a.fence.key, first: 2, after: { seq: 2 } },
     ]);
     expect(pageA!.attempts.map((x) => x.seq)).toEqual([3, 2]);
     expect(pageA!.hasMore).toBe(true);

@@ -9,7 +9,6 @@ import {
   getOperationsByDocumentIDs,
   getOperationsByNodeKeys,
   listOperations,
-  operationCursor,
   recordOperationOutcome,
   type ConnectorOperation,
   type ListOperationsInput,
@@ -18,6 +17,7 @@ import {
 import { describeEachDialect } from '../helpers/databases.js';
 import { claimFresh, claimInput, commitDirectly, keyOf } from '../helpers/operation-claim-fixtures.js';
 import { withStatementCounter } from '../helpers/statement-counter.js';
+import { NEWEST_FIRST, type NewestFirstCursor } from '../../src/store/page.js';
 
 const VIEWER = 'did:key:z6MkViewer';
 const SOMEONE = 'did:key:z6MkSomeone';
@@ -91,13 +91,13 @@ describeEachDialect('operations: reads and listings', (suite) => {
     async function pageForward(input: Omit<ListOperationsInput, 'first' | 'after'>, size: number): Promise<{ pages: ConnectorOperation[][]; flags: boolean[] }> {
       const pages: ConnectorOperation[][] = [];
       const flags: boolean[] = [];
-      let after: ReturnType<typeof operationCursor> | undefined;
+      let after: NewestFirstCursor | undefined;
       for (;;) {
         const page = await listOperations(suite.store, { ...input, first: size, after });
         pages.push(page.operations);
         flags.push(page.hasMore);
         if (!page.hasMore) return { pages, flags };
-        after = operationCursor(page.operations.at(-1)!);
+        after = NEWEST_FIRST.cursorOf(page.operations.at(-1)!);
       }
     }
 
@@ -121,12 +121,12 @@ describeEachDialect('operations: reads and listings', (suite) => {
 
     it('pages backward (last/before) without duplicates or gaps, each page newest first', async () => {
       const pages: ConnectorOperation[][] = [];
-      let before: ReturnType<typeof operationCursor> | undefined;
+      let before: NewestFirstCursor | undefined;
       for (;;) {
         const page = await listOperations(suite.store, { visibleTo: null, last: 5, before });
         pages.unshift(page.operations);
         if (!page.hasMore) break;
-        before = operationCursor(page.operations[0]!);
+        before = NEWEST_FIRST.cursorOf(page.operations[0]!);
       }
       expect(pages.map((p) => p.length)).toEqual([4, 5, 5, 5, 5]);
       expect(pages.flat()).toEqual(all);
@@ -135,7 +135,7 @@ describeEachDialect('operations: reads and listings', (suite) => {
     });
 
     it('bounds by after and before together', async () => {
-      const page = await listOperations(suite.store, { visibleTo: null, first: 100, after: operationCursor(all[3]!), before: operationCursor(all[10]!) });
+      const page = await listOperations(suite.store, { visibleTo: null, first: 100, after: NEWEST_FIRST.cursorOf(all[3]!), before: NEWEST_FIRST.cursorOf(all[10]!) });
       expect(page.operations).toEqual(all.slice(4, 10));
       expect(page.hasMore).toBe(false);
     });

@@ -19,7 +19,6 @@ import {
   requestRepullByNodeKey,
   resumeOfflineWatches,
   verificationRetryDelay,
-  watchCursor,
   type ArmWatchReason,
   type ProjectionWatch,
   type ProjectionWatchIdentity,
@@ -27,6 +26,7 @@ import {
 import { describeEachDialect } from '../helpers/databases.js';
 import { withStatementCounter } from '../helpers/statement-counter.js';
 import { allWatchRows, insertOperationRow, operationKey, OTHER_OWNER, OWNER, patchWatchRow, watchIdentity } from '../helpers/row-fixtures.js';
+import { NEWEST_FIRST } from '../../src/store/page.js';
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -657,7 +657,7 @@ describeEachDialect('projection watches', (suite) => {
         seen.push(...page.watches);
         pages += 1;
         if (!page.hasMore) break;
-        after = watchCursor(page.watches.at(-1)!);
+        after = NEWEST_FIRST.cursorOf(page.watches.at(-1)!);
       }
       expect(seen).toEqual(all);
       expect(pages).toBe(3);

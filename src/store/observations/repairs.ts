@@ -2,6 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { changedAny } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { REPAIR_WRITTEN_ORDER } from '../page.js';
 import { rowToObservationRepair } from './row.js';
 import type { ObservationRepair, ObservationRepairInput, RepairCursor } from './types.js';
 import { requirePositiveInteger } from '../validate.js';
@@ -110,21 +111,12 @@ export interface RepairPage {
 export async function listRepairsWrittenSince(store: StoreContext, options: ListRepairsWrittenSinceOptions): Promise<RepairPage> {
   const { after, limit } = options;
   requirePositiveInteger('limit', limit);
-  let query = store.db.selectFrom('kubun_connector_observation_repair').selectAll().where('written_at', '<', store.now());
-  if (after != null) {
-    query = query.where((eb) =>
-      eb.or([
-        eb('written_at', '>', after.writtenAt),
-        eb.and([eb('written_at', '=', after.writtenAt), eb('document_id', '>', after.documentID)]),
-      ]),
-    );
-  }
-  const rows = await query.orderBy('written_at').orderBy('document_id').limit(limit + 1).execute();
-  const repairs = rows.slice(0, limit).map(rowToObservationRepair);
+  const query = store.db.selectFrom('kubun_connector_observation_repair').selectAll().where('written_at', '<', store.now());
+  const { items: repairs, hasMore } = await REPAIR_WRITTEN_ORDER.page(query, { first: limit, after: after ?? null }, rowToObservationRepair);
   const last = repairs.at(-1);
   return {
     repairs,
-    next: last === undefined ? (after ?? null) : { writtenAt: last.writtenAt, documentID: last.documentID },
-    hasMore: rows.length > limit,
+    next: last === undefined ? (after ?? null) : REPAIR_WRITTEN_ORDER.cursorOf(last),
+    hasMore,
   };
 }

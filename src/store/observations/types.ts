@@ -1,4 +1,5 @@
 /** Domain types of observation records and repair obligations (SPEC §3.6). */
+import type { CursorOfKeyset, REPAIR_WRITTEN_ORDER } from '../page.js';
 
 /** The only record type this store keeps. */
 export const OBSERVATION_RECORD_TYPE = 'connector.observation';
@@ -52,8 +53,5 @@ export interface ObservationRepairInput {
   valueDigest?: string | null;
 }
 
-/** Keyset position in the "written since" order: the last repair a reader has seen. */
-export interface RepairCursor {
-  writtenAt: number;
-  documentID: string;
-}
+/** Keyset position in the "written since" order ({@link REPAIR_WRITTEN_ORDER}): the last repair a reader has seen. */
+export type RepairCursor = CursorOfKeyset<typeof REPAIR_WRITTEN_ORDER>;

@@ -10,6 +10,7 @@ import type { ExpressionBuilder } from 'kysely';
 import type { Database, OperationHistoryRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { ATTEMPT_HISTORY_ORDER, type CursorOfKeyset } from '../page.js';
 import type { OperationDeferReason, OperationKey, OperationOutcomeKind } from './types.js';
 
 const HISTORY_TABLE = 'kubun_connector_operation_history';
@@ -209,16 +210,19 @@ function rowToAttempt(row: OperationHistoryRow): OperationAttempt {
   };
 }
 
-/** A page of one operation's history request: newest first, `first` rows, older than `before` (a seq) when given. */
+/** A position in an attempt history ({@link ATTEMPT_HISTORY_ORDER}): the attempt at a page's edge. */
+export type AttemptCursor = CursorOfKeyset<typeof ATTEMPT_HISTORY_ORDER>;
+
+/** A page of one operation's history request: newest first, `first` rows, older than `after` when given. */
 export interface AttemptHistoryRequest {
   key: OperationKey;
   first: number;
-  before?: number;
+  after?: AttemptCursor;
 }
 
 /**
  * Pages of several operations' histories (the API's loader): one statement
- * per distinct `before` (so every first page of a request level is one),
+ * per distinct `after` (so every first page of a request level is one),
  * each newest first, at most `first` + 1 rows per operation read (a window
  * over the primary key), `hasMore` when more are older.
  */
@@ -228,9 +232,12 @@ export async function getAttemptHistories(
 ): Promise<{ attempts: OperationAttempt[]; hasMore: boolean }[]> {
   // Requests that share a bound read together (one statement for every first page of a request level).
   const groups = new Map<number | undefined, number[]>();
-  requests.forEach((request, index) => groups.set(request.before, [...(groups.get(request.before) ?? []), index]));
+  requests.forEach((request, index) => {
+    const bound = request.after === undefined ? undefined : ATTEMPT_HISTORY_ORDER.require('after', request.after).seq;
+    groups.set(bound, [...(groups.get(bound) ?? []), index]);
+  });
   const results: { attempts: OperationAttempt[]; hasMore: boolean }[] = new Array(requests.length);
-  for (const [before, indexes] of groups) {
+  for (const [bound, indexes] of groups) {
     const group = indexes.map((index) => requests[index]!);
     const keys = [...new Map(group.map((request) => [JSON.stringify([request.key.callerDID, request.key.operationID]), request.key])).values()];
     const ranked = store.db
@@ -238,9 +245,9 @@ export async function getAttemptHistories(
       .selectAll()
       .select((eb) => eb.fn.agg<number>('row_number').over((over) => over.partitionBy(['caller_did', 'operation_id']).orderBy('seq', 'desc')).as('rank'))
       .where((eb) => eb.or(keys.map((key) => eb.and([eb('caller_did', '=', key.callerDID), eb('operation_id', '=', key.operationID)]))))
-      .$if(before !== undefined, (query) => query.where('seq', '<', before!));
+      .$if(bound !== undefined, (query) => query.where(ATTEMPT_HISTORY_ORDER.beyond({ seq: bound! }, 'after')));
     const largest = Math.max(...group.map((request) => request.first));
-    const rows = await store.db.selectFrom(ranked.as('ranked')).selectAll().where('rank', '<=', largest + 1).orderBy('seq', 'desc').execute();
+    const rows = await ATTEMPT_HISTORY_ORDER.ordered(store.db.selectFrom(ranked.as('ranked')).selectAll().where('rank', '<=', largest + 1), true).execute();
     const byKey = new Map<string, OperationHistoryRow[]>();
     for (const row of rows) {
       const key = JSON.stringify([row.caller_did, row.operation_id]);

@@ -14,7 +14,7 @@ export {
   type OperationAction,
   type OperationActionInput,
 } from './actions.js';
-export { countAttemptHistory, getAttemptHistories, MAX_ATTEMPT_MESSAGE, redactAttemptMessage, type AttemptHistoryRequest, type OperationAttempt } from './history.js';
+export { countAttemptHistory, getAttemptHistories, MAX_ATTEMPT_MESSAGE, redactAttemptMessage, type AttemptCursor, type AttemptHistoryRequest, type OperationAttempt } from './history.js';
 export { recordReconcileResult, type RecordReconcileResultInput } from './reconcile.js';
 export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
 export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './read.js';
@@ -30,7 +30,6 @@ export {
   DEFAULT_STUCK_AFTER_MS,
   matchesOperationFilter,
   listOperations,
-  operationCursor,
   type ListOperationsInput,
   type OperationCursor,
   type OperationFilter,

@@ -2,8 +2,7 @@
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
-import { ACROSS_TENANTS } from '../page.js';
+import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
 import {
   LIVE_OPERATION_STATES,
@@ -17,19 +16,8 @@ import {
 } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
 
-/**
- * A position in the newest-first order: the last operation of a page.
- * The API encodes it opaquely; callers never build one by hand.
- */
-export interface OperationCursor {
-  createdAt: number;
-  nodeKey: string;
-}
-
-/** The cursor of an operation, for the edge that holds it. */
-export function operationCursor(operation: Pick<ConnectorOperation, 'createdAt' | 'nodeKey'>): OperationCursor {
-  return { createdAt: operation.createdAt, nodeKey: operation.nodeKey };
-}
+/** A position in the newest-first order ({@link NEWEST_FIRST}): the operation at a page's edge. */
+export type OperationCursor = NewestFirstCursor;
 
 /** How long a live operation may stay due, with no live lease, before it counts as stuck. */
 export const DEFAULT_STUCK_AFTER_MS = 15 * 60 * 1000;
@@ -86,12 +74,7 @@ export interface OperationScope {
  * before `before`, read in reverse). `after` and `before` may both bound
  * either direction, as in Relay.
  */
-export interface ListOperationsInput extends OperationScope {
-  first?: number;
-  after?: OperationCursor;
-  last?: number;
-  before?: OperationCursor;
-}
+export interface ListOperationsInput extends OperationScope, KeysetPageRequest<OperationCursor> {}
 
 /**
  * Always newest first. `hasMore`: forward, whether rows follow the page
@@ -113,21 +96,15 @@ type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
  * holds only its rows.
  */
 export async function listOperations(store: StoreContext, input: ListOperationsInput): Promise<OperationPage> {
-  const forward = input.first !== undefined;
-  if (forward === (input.last !== undefined)) throw new InvalidInputError('first', 'exactly one of first and last is required');
-  const size = forward ? input.first : input.last;
-  requireNonNegativeInteger(forward ? 'first' : 'last', size);
+  const direction = pageDirection(input);
   checkScope(input);
-  if (input.after !== undefined) checkCursor('after', input.after);
-  if (input.before !== undefined) checkCursor('before', input.before);
   if (filterMatchesNothing(input.filter)) return { operations: [], hasMore: false };
 
-  const direction = forward ? 'desc' : 'asc';
-  const take = size + 1;
+  const take = direction.size + 1;
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
-    let query = bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now()), input);
+    let query = NEWEST_FIRST.bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now()), input);
     if (visibility !== null) query = query.where(visibility);
-    return query.orderBy('created_at', direction).orderBy('node_key', direction).limit(take);
+    return NEWEST_FIRST.ordered(query, direction.forward).limit(take);
   };
 
   let rows: OperationRow[];
@@ -140,7 +117,7 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
     // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
     // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
     const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
-    rows = await store.db
+    const visible = store.db
       .selectFrom(
         store.db
           .selectFrom(asCaller.as('as_caller'))
@@ -148,16 +125,11 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
           .unionAll(store.db.selectFrom(asOwnerOnly.as('as_owner')).selectAll())
           .as('visible'),
       )
-      .selectAll()
-      .orderBy('created_at', direction)
-      .orderBy('node_key', direction)
-      .limit(take)
-      .execute();
+      .selectAll();
+    rows = await NEWEST_FIRST.ordered(visible, direction.forward).limit(take).execute();
   }
-  const hasMore = rows.length > size;
-  const page = rows.slice(0, size).map(rowToOperation);
-  if (!forward) page.reverse();
-  return { operations: page, hasMore };
+  const page = pageFromRows(rows, direction, rowToOperation);
+  return { operations: page.items, hasMore: page.hasMore };
 }
 
 /** Applies an operation filter's conditions to a query of the operations table. */
@@ -205,21 +177,6 @@ export function readsAcrossTenants(filter: OperationFilter | undefined): boolean
   return filter?.ownerDID === undefined && filter?.documentID === undefined && filter?.operationID === undefined;
 }
 
-/** Rows strictly older than `after` and strictly newer than `before`. */
-function bounded(query: OperationQuery, input: ListOperationsInput): OperationQuery {
-  let q = query;
-  const { after, before } = input;
-  if (after !== undefined) {
-    // A row-value comparison: the (…, created_at, node_key) indexes serve it as a range, where the
-    // equivalent OR of two comparisons is applied as a filter row by row.
-    q = q.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
-  }
-  if (before !== undefined) {
-    q = q.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
-  }
-  return q;
-}
-
 /**
  * {@link filtered} for one operation in memory (the change streams' filter):
  * the same conditions, so a subscription and a listing agree on what matches.
@@ -258,11 +215,5 @@ export function checkScope(scope: OperationScope): void {
   for (const reason of filter.deferReasons ?? []) requireOneOf('deferReasons', reason, OPERATION_DEFER_REASONS);
   for (const field of ['minAttempts', 'stuckAfterMs', 'dueBefore', 'createdAfter', 'createdBefore', 'updatedAfter', 'updatedBefore'] as const) {
     if (filter[field] !== undefined) requireNonNegativeInteger(field, filter[field]);
-  }
-}
-
-function checkCursor(field: string, cursor: OperationCursor): void {
-  if (typeof cursor?.createdAt !== 'number' || !Number.isSafeInteger(cursor.createdAt) || typeof cursor.nodeKey !== 'string') {
-    throw new InvalidInputError(field, 'is not a valid operation cursor');
   }
 }

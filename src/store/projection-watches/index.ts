@@ -32,7 +32,6 @@ export {
   countWatches,
   listDueWatches,
   listWatches,
-  watchCursor,
   type ListDueWatchesOptions,
   type ListWatchesOptions,
   type WatchCursor,

@@ -2,7 +2,7 @@ import { sql, type ExpressionBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { ACROSS_TENANTS, pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
+import { ACROSS_TENANTS, NEWEST_FIRST, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchVerificationStatus } from './types.js';
 import { requireIntegerAtLeast } from '../validate.js';
@@ -46,11 +46,8 @@ export interface WatchFilter {
   documentID?: string;
 }
 
-/** Position in the newest-first order: a watch at the edge of a page. */
-export interface WatchCursor {
-  createdAt: number;
-  nodeKey: string;
-}
+/** Position in the newest-first order ({@link NEWEST_FIRST}): a watch at the edge of a page. */
+export type WatchCursor = NewestFirstCursor;
 
 /**
  * Options of {@link listWatches}: exactly one of `first` (older watches
@@ -70,41 +67,16 @@ export interface WatchPage {
   hasMore: boolean;
 }
 
-/** The cursor of `watch`, to page on from it either way. */
-export function watchCursor(watch: Pick<ProjectionWatch, 'createdAt' | 'nodeKey'>): WatchCursor {
-  return { createdAt: watch.createdAt, nodeKey: watch.nodeKey };
-}
-
 /**
  * Watches the viewer may see, newest first by keyset on
  * (created_at DESC, node_key DESC), never OFFSET; a backward page reads the
  * same index the other way.
  */
 export async function listWatches(store: StoreContext, options: ListWatchesOptions): Promise<WatchPage> {
-  const direction = pageDirection(options);
-  const { after, before } = options;
-  let query = store.db
-    .selectFrom('kubun_connector_projection_watch')
-    .selectAll()
-    .where(visibleWatches(options.visibleTo, options.filter));
+  let query = store.db.selectFrom('kubun_connector_projection_watch').selectAll().where(visibleWatches(options.visibleTo, options.filter));
   const filter = options.filter;
   if (options.visibleTo === null && filter?.ownerDID === undefined && filter?.documentID === undefined) query = query.where(ACROSS_TENANTS);
-  // Row-value comparisons: the (…, created_at, node_key) indexes serve them as ranges.
-  if (after != null) {
-    query = query.where((eb) =>
-      eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)),
-    );
-  }
-  if (before != null) {
-    query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '>', eb.tuple(before.createdAt, before.nodeKey)));
-  }
-  const order = direction.forward ? 'desc' : 'asc';
-  const rows = await query
-    .orderBy('created_at', order)
-    .orderBy('node_key', order)
-    .limit(direction.size + 1)
-    .execute();
-  const page = pageFromRows(rows, direction, rowToProjectionWatch);
+  const page = await NEWEST_FIRST.page(query, options, rowToProjectionWatch);
   return { watches: page.items, hasMore: page.hasMore };
 }
 

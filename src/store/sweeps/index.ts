@@ -29,12 +29,12 @@ export {
   getSweepReceiptsByNodeKeys,
   type SweepCandidateCounts,
   type SweepCandidatePage,
+  type SweepCandidateCursor,
   type SweepCandidatePageRequest,
 } from './read.js';
 export {
   countSweepReceipts,
   listSweepReceipts,
-  sweepReceiptCursor,
   type SweepReceiptCursor,
   type SweepReceiptFilter,
   type SweepReceiptPage,

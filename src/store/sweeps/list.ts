@@ -2,9 +2,8 @@
 import type { ExpressionBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { requireNonNegativeInteger } from '../validate.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { ACROSS_TENANTS } from '../page.js';
+import { ACROSS_TENANTS, NEWEST_FIRST, type NewestFirstCursor } from '../page.js';
 import { rowToSweepReceipt } from './row.js';
 import type { SweepReceipt } from './types.js';
 
@@ -17,11 +16,8 @@ export interface SweepReceiptFilter {
   committed?: boolean;
 }
 
-/** Position in the newest-first order: the last receipt of the previous page. */
-export interface SweepReceiptCursor {
-  createdAt: number;
-  nodeKey: string;
-}
+/** Position in the newest-first order ({@link NEWEST_FIRST}): the last receipt of the previous page. */
+export type SweepReceiptCursor = NewestFirstCursor;
 
 /** Who sees what, and which receipts. */
 export interface SweepReceiptScope {
@@ -36,23 +32,15 @@ export interface SweepReceiptPage {
   hasMore: boolean;
 }
 
-/** The cursor that continues a listing after `receipt`. */
-export function sweepReceiptCursor(receipt: Pick<SweepReceipt, 'createdAt' | 'nodeKey'>): SweepReceiptCursor {
-  return { createdAt: receipt.createdAt, nodeKey: receipt.nodeKey };
-}
-
-/** Receipts the viewer may see, newest first by keyset on (created_at DESC, node_key DESC), never OFFSET. */
+/** Receipts the viewer may see, newest first by keyset on (created_at DESC, node_key DESC), never OFFSET; forward pages. */
 export async function listSweepReceipts(
   store: StoreContext,
-  options: SweepReceiptScope & { first: number; after?: SweepReceiptCursor },
+  options: SweepReceiptScope & { first: number; after?: SweepReceiptCursor | null },
 ): Promise<SweepReceiptPage> {
-  requireNonNegativeInteger('first', options.first);
-  const { after } = options;
   let query = store.db.selectFrom('kubun_connector_sweep_receipt').selectAll().where(visibleReceipts(options));
   if (options.visibleTo === null && options.filter?.ownerDID === undefined) query = query.where(ACROSS_TENANTS);
-  if (after !== undefined) query = query.where((eb) => eb(eb.refTuple('created_at', 'node_key'), '<', eb.tuple(after.createdAt, after.nodeKey)));
-  const rows = await query.orderBy('created_at', 'desc').orderBy('node_key', 'desc').limit(options.first + 1).execute();
-  return { receipts: rows.slice(0, options.first).map(rowToSweepReceipt), hasMore: rows.length > options.first };
+  const page = await NEWEST_FIRST.page(query, { first: options.first, after: options.after ?? null }, rowToSweepReceipt);
+  return { receipts: page.items, hasMore: page.hasMore };
 }
 
 /** How many receipts {@link listSweepReceipts} would list over all pages, up to the count cap. */

@@ -6,6 +6,7 @@
 import { sql, type SqlBool } from 'kysely';
 import type { StoreContext } from '../context.js';
 import { alignByKey, alignByNodeKey } from '../node-keys.js';
+import { SWEEP_CANDIDATE_ORDER, type CursorOfKeyset } from '../page.js';
 import { requireNonNegativeInteger } from '../validate.js';
 import { rowToSweepCandidate, rowToSweepCheckpoint, rowToSweepReceipt } from './row.js';
 import {
@@ -94,12 +95,15 @@ export async function countSweepCandidatesByReceiptKeys(store: StoreContext, key
   return keys.map((key) => byKey.get(receiptKeyString(key)) ?? zero());
 }
 
+/** A position in a receipt's candidates ({@link SWEEP_CANDIDATE_ORDER}): the candidate at a page's edge. */
+export type SweepCandidateCursor = CursorOfKeyset<typeof SWEEP_CANDIDATE_ORDER>;
+
 /** One page request applied to each of several receipts' candidates. */
 export interface SweepCandidatePageRequest {
   /** Page size, 0 or more. */
   first: number;
-  /** Start after this document id (exclusive). */
-  after?: string;
+  /** Start after this candidate (exclusive). */
+  after?: SweepCandidateCursor;
   /** Only candidates in these states. Default: every state. */
   states?: readonly SweepCandidateState[];
 }
@@ -130,7 +134,7 @@ export async function getSweepCandidatePages(
       sql<number>`row_number() over (partition by owner_did, connector_name, partition, provenance order by document_id)`.as('position'),
     )
     .where(inReceiptKeys(keys));
-  if (request.after !== undefined) inner = inner.where('document_id', '>', request.after);
+  if (request.after !== undefined) inner = inner.where(SWEEP_CANDIDATE_ORDER.beyond(SWEEP_CANDIDATE_ORDER.require('after', request.after), 'after'));
   if (request.states !== undefined) {
     if (request.states.length === 0) return keys.map(() => ({ candidates: [], hasMore: false }));
     inner = inner.where('state', 'in', [...request.states]);

@@ -3,7 +3,7 @@ import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
-import { pageDirection, pageFromRows, type KeysetPageRequest } from '../page.js';
+import { SYNC_STATE_ORDER, type KeysetPageRequest } from '../page.js';
 import { rowToSyncState } from './row.js';
 import type { SyncState, SyncStateCursor, SyncStateFilter } from './types.js';
 
@@ -34,24 +34,7 @@ export interface SyncStatePage {
  * reduces to the connector name; a backward page reads the index the other way.
  */
 export async function listSyncStates(store: StoreContext, options: ListSyncStatesOptions): Promise<SyncStatePage> {
-  const direction = pageDirection(options);
-  const { after, before } = options;
-  let query = scoped(store, options);
-  // Row-value comparisons: the primary key (connector_name, owner_did) serves them as ranges.
-  if (after != null) {
-    query = query.where((eb) => eb(eb.refTuple('connector_name', 'owner_did'), '>', eb.tuple(after.connectorName, after.ownerDID)));
-  }
-  if (before != null) {
-    query = query.where((eb) => eb(eb.refTuple('connector_name', 'owner_did'), '<', eb.tuple(before.connectorName, before.ownerDID)));
-  }
-  const order = direction.forward ? 'asc' : 'desc';
-  const rows = await query
-    .selectAll()
-    .orderBy('connector_name', order)
-    .orderBy('owner_did', order)
-    .limit(direction.size + 1)
-    .execute();
-  const page = pageFromRows(rows, direction, rowToSyncState);
+  const page = await SYNC_STATE_ORDER.page(scoped(store, options).selectAll(), options, rowToSyncState);
   return { syncStates: page.items, hasMore: page.hasMore };
 }
 

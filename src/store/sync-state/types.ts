@@ -1,4 +1,5 @@
 /** Domain types of a connector's sync state (SPEC §3.1). */
+import type { CursorOfKeyset, SYNC_STATE_ORDER } from '../page.js';
 
 /**
  * Where the connector's sync workflow stands. The workflow owns this value;
@@ -62,10 +63,7 @@ export interface SyncProgress {
 export type SyncProgressRecompute = (current: SyncState | null) => SyncProgress | Promise<SyncProgress>;
 
 /** Keyset cursor of {@link listSyncStates}: the last row of the previous page. */
-export interface SyncStateCursor {
-  connectorName: string;
-  ownerDID: string;
-}
+export type SyncStateCursor = CursorOfKeyset<typeof SYNC_STATE_ORDER>;
 
 /** Filters of {@link listSyncStates} and {@link countSyncStates}; all optional, combined with AND. */
 export interface SyncStateFilter {
