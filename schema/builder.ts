@@ -170,3 +170,6 @@ builder.mutationType({
   description:
     'Writes. Each takes one `input` and returns a union of its payload and the expected errors (types implementing `Error`); a refused write changes nothing.',
 });
+
+/** Auth scope of a mutation any signed-in viewer may call (who may act on what is the resolvers' check). */
+export const mutation = { authScopes: { authenticated: true } } as const;

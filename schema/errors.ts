@@ -137,5 +137,8 @@ export function resultUnion(name: `${string}Result`): { name: string; descriptio
   return { name, description: `What \`${mutation}\` returns: its payload, or one of its expected errors (each implements \`Error\`).` };
 }
 
+/** A mutation's `errors` option: its payload or one of `types`, as the union `name` (no payload wrapper). */
+export const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });
+
 /** Every error a fenced operation write can return. */
 export const FENCED_WRITE_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError];

@@ -10,7 +10,7 @@ import { ForbiddenError, IdempotencyConflictError, ObservationRecordTypeError } 
 import * as resolve from '../resolvers/observations.js';
 import type { ObservationRecord as RecordShape, ObservationRepair as RepairShape } from '../resolvers/observations.js';
 import { connectionComplexity } from './complexity.js';
-import { builder } from './builder.js';
+import { builder, mutation } from './builder.js';
 import { resultUnion } from './errors.js';
 import { base64Input, documentIDInput, hlcInput, textInput } from './inputs.js';
 
@@ -118,7 +118,6 @@ const DeleteObservationRepairPayload = builder.simpleObject('DeleteObservationRe
   fields: (t) => ({ deleted: t.boolean({ description: 'False when the document had no obligation the viewer may see.' }) }),
 });
 
-const mutation = { authScopes: { authenticated: true } } as const;
 
 builder.mutationFields((t) => ({
   putObservationRecord: t.field({

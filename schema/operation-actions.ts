@@ -10,9 +10,10 @@ import { ForbiddenError, InvalidInputError, InvalidStateError, NotFoundError, St
 import * as resolve from '../resolvers/operations.js';
 import { loadNode } from './node-ids.js';
 import { BULK_ACTION_LIST_ROWS, BULK_ROWS, bulkActionComplexity, bulkActionRows } from './complexity.js';
-import { builder, type Types } from './builder.js';
+import { builder, mutation, type Types } from './builder.js';
+import { directResult } from './errors.js';
 import { textInput, versionInput } from './inputs.js';
-import { ConnectorOperation, OperationFilter, OperationPayload, directResult, mutation } from './operation.js';
+import { ConnectorOperation, OperationFilter, OperationPayload } from './operation.js';
 
 /** A bulk operator action: priced by the rows it may change (its cap), which also count toward MAX_BULK_ROWS_PER_REQUEST. */
 const bulkAction = { ...mutation, complexity: bulkActionComplexity, extensions: { [BULK_ROWS]: bulkActionRows } } as const;

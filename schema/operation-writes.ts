@@ -19,9 +19,9 @@ import type {
 } from '../resolvers/operations.js';
 import type { ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, type DecodedNodeID } from './node-ids.js';
-import { builder, type Types } from './builder.js';
+import { builder, mutation, type Types } from './builder.js';
 import { DeferReason } from './enums.js';
-import { FENCED_WRITE_ERRORS } from './errors.js';
+import { directResult, FENCED_WRITE_ERRORS } from './errors.js';
 import { documentIDInput, jsonInput, leaseMsInput, nameInput, textInput, versionInput } from './inputs.js';
 import {
   ClaimOutcome,
@@ -31,8 +31,6 @@ import {
   OperationOutcomeKind,
   OperationPayload,
   OperationReplay,
-  directResult,
-  mutation,
 } from './operation.js';
 import { ProjectionWatch } from './watch.js';
 

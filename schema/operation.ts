@@ -22,7 +22,6 @@ import { watchOfDocument } from '../resolvers/watches.js';
 import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
-import { resultUnion } from './errors.js';
 import { nameInput, textInput } from './inputs.js';
 import { ProjectionWatch } from './watch.js';
 
@@ -371,7 +370,3 @@ export const OperationPayload = builder.objectRef<OperationPayloadShape>('Operat
   }),
 });
 
-/** Auth scope of every operation mutation: any signed-in viewer (who may act on what is the resolvers' check). */
-export const mutation = { authScopes: { authenticated: true } } as const;
-/** A mutation's `errors` option: its payload or one of `types`, as the union `name` (no payload wrapper). */
-export const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });

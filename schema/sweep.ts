@@ -20,7 +20,7 @@ import {
   type SweepReceipt as ReceiptShape,
 } from '../resolvers/sweeps.js';
 import { BULK_ROWS, connectionComplexity, firstComplexity, sweepReceiptComplexity, sweepReceiptRows } from './complexity.js';
-import { builder } from './builder.js';
+import { builder, mutation } from './builder.js';
 import { resultUnion } from './errors.js';
 import { enumValues } from './enums.js';
 import { documentIDInput, hlcInput, jsonInput, nameInput, textInput, versionInput } from './inputs.js';
@@ -307,7 +307,6 @@ const CommitSweepReceiptPayload = builder
     }),
   });
 
-const mutation = { authScopes: { authenticated: true } } as const;
 
 /** The receipt a candidate write names: `id`, or the deprecated `receipt`; one of them, and the same if both. */
 function receiptOf<ID>(input: { id?: ID | null; receipt?: ID | null }): ID {

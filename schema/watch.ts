@@ -11,7 +11,7 @@ import * as resolve from '../resolvers/watches.js';
 import { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode } from './node-ids.js';
 import { connectionComplexity, firstComplexity } from './complexity.js';
-import { builder } from './builder.js';
+import { builder, mutation } from './builder.js';
 import { resultUnion } from './errors.js';
 import { DeferReason, enumValues } from './enums.js';
 import { documentIDInput, nameInput, textInput, versionInput } from './inputs.js';
@@ -224,7 +224,6 @@ const RecordVerificationPayload = builder.objectRef<{ stale: boolean; watch: Wat
   }),
 });
 
-const mutation = { authScopes: { authenticated: true } } as const;
 
 builder.mutationFields((t) => ({
   armWatch: t.field({

@@ -7,9 +7,10 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { freeLoopbackPort, processAlive } from './processes.js';
 
 /** Where the pgbouncer binary is (Debian installs it in /usr/sbin, not always on PATH), or undefined. */
 export function findPgBouncer(): string | undefined {
@@ -86,7 +87,7 @@ export async function startPgBouncer(upstreamURL: string, options: PgBouncerOpti
   const stop = (timeoutMs = 10_000) =>
     (stopped ??= (async () => {
       process.off('exit', killOnExit);
-      if (pid !== undefined && alive(pid)) {
+      if (pid !== undefined && processAlive(pid)) {
         process.kill(pid, 'SIGINT');
         if (!(await exited(pid, timeoutMs))) {
           process.kill(pid, 'SIGTERM');
@@ -116,34 +117,13 @@ export async function startPgBouncer(upstreamURL: string, options: PgBouncerOpti
   };
 }
 
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function exited(pid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!alive(pid)) return true;
+    if (!processAlive(pid)) return true;
     await new Promise((r) => setTimeout(r, 50));
   }
-  return !alive(pid);
+  return !processAlive(pid);
 }
 
 async function waitForPid(path: string, log: () => string): Promise<number> {

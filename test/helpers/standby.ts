@@ -16,11 +16,11 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { adminPostgresURL } from './postgres.js';
+import { freeLoopbackPort, processAlive } from './processes.js';
 
 /** Prefix of the temporary directories (`cs-standby-<owner pid>-…`) and slots (`cs_standby_<owner pid>_…`). */
 const DIRECTORY_PREFIX = 'cs-standby-';
@@ -139,7 +139,7 @@ export async function startStandby(options: StandbyOptions = {}): Promise<Standb
   // shutdown; the slot and anything left are removed by the next startStandby.
   const killOnExit = () => {
     const pid = postmasterPid();
-    if (pid !== undefined && alive(pid)) process.kill(pid, 'SIGQUIT');
+    if (pid !== undefined && processAlive(pid)) process.kill(pid, 'SIGQUIT');
     try {
       rmSync(directory, { recursive: true, force: true });
     } catch {
@@ -347,7 +347,7 @@ async function dropSlot(slotName: string): Promise<void> {
 async function removeAbandonedStandbys(binDir: string): Promise<void> {
   const ownerGone = (name: string, prefix: string) => {
     const owner = Number.parseInt(name.slice(prefix.length), 10);
-    return Number.isSafeInteger(owner) && owner !== process.pid && !alive(owner);
+    return Number.isSafeInteger(owner) && owner !== process.pid && !processAlive(owner);
   };
   for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith(DIRECTORY_PREFIX) && ownerGone(n, DIRECTORY_PREFIX))) {
     const directory = join(tmpdir(), name);
@@ -440,25 +440,3 @@ async function poll(check: () => Promise<boolean>, timeoutMs: number, failure: s
   }
 }
 
-// The same as pgbouncer.ts's (private there).
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, as another user.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

@@ -24,6 +24,7 @@ import { DEFAULT_MANIFEST } from '../../src/server/persisted-documents.js';
 import { attachGraphQLWebSocket, type GraphQLWebSocket } from '../../src/server/websocket.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { captureLogs, type CapturedLogs } from './log-capture.js';
+import { parseServerSentEvent } from '../helpers/sse.js';
 
 type EndpointName = (typeof DOCUMENT_ENDPOINTS)[number];
 const AUDIENCE = 'connector-store-document-endpoints';
@@ -400,10 +401,8 @@ describeEachDialect('every endpoint that executes documents obeys the rules of /
         buffer += decoder.decode(value, { stream: true });
         let at: number;
         while ((at = buffer.indexOf('\n\n')) >= 0) {
-          const lines = buffer.slice(0, at).split('\n');
+          const { event, data } = parseServerSentEvent(buffer.slice(0, at));
           buffer = buffer.slice(at + 2);
-          const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim();
-          const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
           if ((event === 'next' || event === undefined) && data !== '') yield JSON.parse(data);
         }
       }
