@@ -14,12 +14,5 @@ export function freeLoopbackPort(): Promise<number> {
   });
 }
 
-/** Whether process `pid` exists (EPERM: it does, as another user, e.g. a server run as postgres). */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+/** Whether process `pid` exists (the server's own check, which counts EPERM as alive). */
+export { processAlive } from '../../src/db/sqlite-lock.js';
