@@ -53,8 +53,16 @@ export interface GraphQLContext {
   audience: string;
   /** When the request's bearer token expires (ms since the epoch, store clock); null without one. Subscriptions end then. */
   credentialsExpireAt: number | null;
-  /** The store over this server's database. */
+  /**
+   * The store over this server's database. A query's may read a hot standby
+   * (src/server/read-routing.ts); mutations and subscriptions use the primary.
+   */
   store: StoreContext;
+  /**
+   * The consistency token the client sent back (a WAL position), or null: a
+   * query then reads a standby only once it has replayed past it.
+   */
+  readAfter: bigint | null;
   /** Committed changes: mutations publish to it, subscriptions listen to it. */
   changes: ChangeFeed;
   subscriptions: SubscriptionLimiter;

@@ -159,6 +159,12 @@ export interface OpenDatabase {
   ping(): Promise<void>;
   /** Postgres: the request pool itself, for libraries that keep state in the database (the rate limiter). */
   pgPool?: pg.Pool;
+  /**
+   * Postgres: a new Kysely driver over the same pool and dialect (a
+   * transaction pooler's included), for a database handle that routes some
+   * statements here (read-replicas.ts). Destroying it ends the pool.
+   */
+  createDriver?: () => Driver;
   close(): Promise<void>;
 }
 
@@ -182,6 +188,7 @@ export function openDatabase(target: DatabaseTarget, options: OpenDatabaseOption
     dialect: 'postgres',
     target,
     pgPool: pool,
+    createDriver: () => dialect.createDriver(),
     ping: async () => {
       health ??= postgresPool(target.connectionString, { ...options, poolMax: 1, connectionTimeoutMs: 2_000, statementTimeoutMs: 2_000 });
       await health.query('select 1');

@@ -13,6 +13,7 @@ import { GraphQLError, type ValidationContext } from 'graphql';
 import { createYoga, useReadinessCheck, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { AuthenticationError, bearerChallenge, connectionParamsHeaders, resolveCredentials } from '../auth/index.js';
 import type { OpenDatabase } from '../db/connect.js';
+import type { ReadRouter } from '../db/read-replicas.js';
 import { classifyDatabaseError, type DatabaseFailure } from '../db/errors.js';
 import { createStoreContext, type StoreDeps } from '../store/context.js';
 import { createGraphQLContext, type ChangeFeed, type GraphQLContext } from '../../resolvers/context.js';
@@ -37,6 +38,7 @@ import { useRequestLog } from './request-log.js';
 import { requestState, shareRequestState } from './request-state.js';
 import { useTracing } from './tracing.js';
 import { useQueryCostBudget } from './query-cost.js';
+import { readAfterOf, useReadRouting } from './read-routing.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
 import { ownsAnyRow } from '../store/ownership/index.js';
@@ -60,6 +62,8 @@ export interface ServerAppOptions {
   developmentCredentials?: Pick<DevelopmentCredentials, 'mintToken'> & Partial<Pick<DevelopmentCredentials, 'did' | 'ttlSeconds'>>;
   /** The built operations console, served at /console when `config.console` (console.ts). Default: none (then /console answers 503). */
   consoleBuild?: ConsoleBuild;
+  /** Hot standbys for queries (READ_DATABASE_URLS, read-routing.ts). Default: none, every read on `database`. */
+  readRouter?: ReadRouter;
 }
 
 /** The application: its yoga instance and the readiness switch shutdown flips. */
@@ -96,6 +100,7 @@ export function createServerApp({
   tracerProvider,
   developmentCredentials,
   consoleBuild,
+  readRouter,
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   // One admission rule for every long-lived stream (admission.ts): known viewers keep room a crowd of fresh keys cannot take.
@@ -133,6 +138,7 @@ export function createServerApp({
         subscriptionsByTransport: () => subscriptions.byTransport(),
         eventStreams: () => eventStreams.total(),
         pool: database.pgPool,
+        ...(readRouter !== undefined && { readRouter }),
         logger: logger.child({ component: 'metrics' }),
       })
     : undefined;
@@ -214,6 +220,7 @@ export function createServerApp({
     logUnexpectedErrors(),
     // A client that goes away (socket closed, request aborted) ends its execution.
     cancelExecutionWithItsRequest(),
+    ...(readRouter !== undefined ? [useReadRouting(readRouter)] : []),
     useCompiledExecution(),
     useRequestErrorCodes(),
     // Last: it wraps whichever execute function the plugins above chose, so SQL spans nest under it.
@@ -276,6 +283,7 @@ export function createServerApp({
         throw error;
       }
       const { viewer, expiresAt: credentialsExpireAt } = credentials;
+      const readAfter = readAfterOf(headers);
       if (request !== undefined) requestLog.noteViewer(request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
       const ip = req?.socket?.remoteAddress ?? null;
@@ -283,6 +291,7 @@ export function createServerApp({
       const log = () => logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
       return createGraphQLContext({
         store,
+        readAfter,
         changes,
         subscriptions: subscriptions.over(request === undefined ? 'websocket' : 'sse', ip),
         requestID,

@@ -47,6 +47,10 @@ const EnvSchema = z.object({
   DATABASE_URL: z.string().optional(),
   DATABASE_POOL_MODE: oneOf(['direct', 'transaction']).default('direct'),
   CHANGE_FEED_DATABASE_URL: z.string().optional(),
+  READ_DATABASE_URLS: z.string().optional(),
+  MAX_REPLICA_LAG_MS: int(0, 3_600_000).default(5_000),
+  REPLICA_CHECK_INTERVAL_MS: int(50, 60_000).default(1_000),
+  READ_YOUR_WRITES_WAIT_MS: int(0, 10_000).default(500),
   LOG_LEVEL: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FORMAT: oneOf(['json', 'pretty']).optional(),
   SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
@@ -109,7 +113,7 @@ export function isSecretVariable(name: string): boolean {
 function shownValue(name: string, value: string | undefined): string {
   if (value === undefined) return 'nothing';
   if (isSecretVariable(name)) return `${value.length} characters, not shown`;
-  const shown = name.endsWith('DATABASE_URL') ? maskDatabaseURL(value) : value;
+  const shown = /DATABASE_URLS?$/.test(name) ? value.split(',').map(maskDatabaseURL).join(',') : value;
   return JSON.stringify(shown.length > 200 ? `${shown.slice(0, 200)}…` : shown);
 }
 
@@ -154,6 +158,16 @@ export interface ServerConfig {
   introspection: boolean;
   /** `poolMode` `transaction`: `DATABASE_URL` goes through a transaction-pooling PgBouncer (see {@link PoolMode}). */
   db: { statementTimeoutMs: number; poolMax: number; poolMode: PoolMode };
+  /**
+   * Hot standbys for reads that may be a moment stale (`READ_DATABASE_URLS`,
+   * comma-separated Postgres URLs; none by default): see src/db/read-replicas.ts.
+   */
+  readReplicas: {
+    standbys: Extract<DatabaseTarget, { dialect: 'postgres' }>[];
+    maxLagMs: number;
+    checkIntervalMs: number;
+    readYourWritesWaitMs: number;
+  };
   limits: {
     maxDepth: number;
     maxCost: number;
@@ -232,6 +246,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   } catch (error) {
     problems.push(problem('CORS_ORIGINS', env, `must be comma-separated origins (scheme://host[:port], e.g. https://dash.example.com); ${(error as Error).message}`));
   }
+  const standbys = readTargets(env, database, problems);
   const access = EnvSchema.pick({ NODE_ENV: true, HOST: true, INSECURE_HEADER_AUTH: true }).safeParse(env);
   if (access.success && access.data.INSECURE_HEADER_AUTH && !LOOPBACK.has(access.data.HOST)) {
     problems.push(`INSECURE_HEADER_AUTH: only allowed when HOST is a loopback address, got ${access.data.HOST}`);
@@ -258,6 +273,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     console: e.CONSOLE,
     introspection: e.INTROSPECTION,
     db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE },
+    readReplicas: { standbys, maxLagMs: e.MAX_REPLICA_LAG_MS, checkIntervalMs: e.REPLICA_CHECK_INTERVAL_MS, readYourWritesWaitMs: e.READ_YOUR_WRITES_WAIT_MS },
     limits: {
       maxDepth: e.MAX_QUERY_DEPTH,
       maxCost: e.MAX_QUERY_COST,
@@ -279,6 +295,29 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     http: { headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS, requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS },
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (e.NODE_ENV === 'production' ? 5_000 : 0),
   };
+}
+
+/**
+ * `READ_DATABASE_URLS`: comma-separated Postgres URLs of hot standbys of the
+ * `DATABASE_URL` database; only with a Postgres `DATABASE_URL`. Problems are
+ * pushed to `problems`.
+ */
+function readTargets(env: Record<string, string | undefined>, database: DatabaseTarget | undefined, problems: string[]): Extract<DatabaseTarget, { dialect: 'postgres' }>[] {
+  const raw = env.READ_DATABASE_URLS?.trim() ?? '';
+  if (raw === '') return [];
+  const standbys: Extract<DatabaseTarget, { dialect: 'postgres' }>[] = [];
+  for (const [index, url] of raw.split(',').map((part) => part.trim()).entries()) {
+    try {
+      const target = parseDatabaseURL(url, 'READ_DATABASE_URLS');
+      if (target.dialect !== 'postgres') throw new DatabaseConfigError('READ_DATABASE_URLS', 'must list postgres:// URLs of hot standbys');
+      standbys.push(target);
+    } catch (error) {
+      const reason = error instanceof DatabaseConfigError ? error.problem : String(error);
+      problems.push(`READ_DATABASE_URLS: URL ${index + 1} ${reason}`);
+    }
+  }
+  if (database !== undefined && database.dialect !== 'postgres') problems.push('READ_DATABASE_URLS: read standbys need a Postgres DATABASE_URL (SQLite has none)');
+  return standbys;
 }
 
 /**

@@ -42,7 +42,7 @@ export function corsPolicy(origins: readonly string[], insecureHeaderAuth: boole
       origin: [origin],
       credentials: true,
       methods: ['GET', 'POST', 'OPTIONS'],
-      allowedHeaders: ['authorization', 'content-type', 'accept', 'x-request-id'],
+      allowedHeaders: ['authorization', 'content-type', 'accept', 'x-request-id', 'consistency-token'],
       exposedHeaders: ['x-request-id', 'retry-after', 'www-authenticate'],
       maxAge: 600,
     };

@@ -5,6 +5,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
+import { createReadRouter } from '../db/read-replicas.js';
 import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
 import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
@@ -111,11 +112,25 @@ async function main(): Promise<void> {
     });
     if (consoleBuild?.built) logger.info({ buildMs: consoleBuild.buildMs }, 'console built');
   }
+  const readRouter =
+    config.readReplicas.standbys.length > 0
+      ? await createReadRouter({
+          primary: database,
+          standbys: config.readReplicas.standbys,
+          maxLagMs: config.readReplicas.maxLagMs,
+          checkIntervalMs: config.readReplicas.checkIntervalMs,
+          readYourWritesWaitMs: config.readReplicas.readYourWritesWaitMs,
+          poolOptions: { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: config.db.poolMax, onPoolError },
+          ...(tracing !== undefined && { log: sqlSpans(tracing.provider, 'postgres') }),
+          logger: logger.child({ component: 'read-standbys' }),
+        })
+      : undefined;
   const app = createServerApp({
     config,
     database,
     logger,
     changes,
+    ...(readRouter !== undefined && { readRouter }),
     ...(rateLimiter !== undefined && { rateLimiter }),
     ...(tracing !== undefined && { tracerProvider: tracing.provider }),
     ...(developmentCredentials !== undefined && { developmentCredentials }),
@@ -198,6 +213,7 @@ async function main(): Promise<void> {
         await changes.close();
         // Yoga's own disposables (plugins' onDispose hooks, pending waitUntil work).
         await Promise.resolve(app.yoga.dispose()).catch((error: unknown) => logger.warn({ err: error }, 'disposing the GraphQL server failed'));
+        await readRouter?.close();
         await database.close();
         await rateLimitDatabase?.close();
         // Buffered spans are exported before the process ends.

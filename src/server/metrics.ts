@@ -14,6 +14,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type pg from 'pg';
 import type { ChangeFeed } from '../../resolvers/context.js';
 import type { StoreContext } from '../store/context.js';
+import type { ReadRouter } from '../db/read-replicas.js';
 import { readStoreGauges, type StoreGauges } from '../store/gauges.js';
 import type { Logger } from './logger.js';
 
@@ -38,6 +39,8 @@ export interface MetricsOptions {
   eventStreams?: () => number;
   /** The request pool (Postgres only). */
   pool: pg.Pool | undefined;
+  /** Hot standbys for reads (READ_DATABASE_URLS): the store gauges are read through it, and its standbys' lag and routing are shown. */
+  readRouter?: ReadRouter;
   logger: Logger;
 }
 
@@ -154,7 +157,7 @@ function metricsAccess(token: string | undefined): Plugin {
 }
 
 /** The store's gauges, all filled from one cached read. */
-function registerStoreGauges(registry: Registry, { store, cacheMs, logger }: MetricsOptions): void {
+function registerStoreGauges(registry: Registry, { store, cacheMs, logger, readRouter }: MetricsOptions): void {
   let last: { at: number; gauges: StoreGauges } | undefined;
   let reading: Promise<StoreGauges | undefined> | undefined;
   const readFailures = new Counter({
@@ -180,7 +183,8 @@ function registerStoreGauges(registry: Registry, { store, cacheMs, logger }: Met
       let timer: NodeJS.Timeout | undefined;
       try {
         const gauges = await Promise.race([
-          readStoreGauges(store),
+          // Gauges may be a moment stale: a standby in rotation serves them when there is one.
+          readRouter === undefined ? readStoreGauges(store) : readRouter.readerFor(null).then((db) => readStoreGauges({ ...store, db })),
           new Promise<never>((_, reject) => {
             timer = setTimeout(() => reject(new Error(`store gauges not read within ${GAUGE_READ_TIMEOUT_MS} ms`)), GAUGE_READ_TIMEOUT_MS);
           }),
@@ -247,7 +251,7 @@ function registerStoreGauges(registry: Registry, { store, cacheMs, logger }: Met
 }
 
 /** This replica's own state: change feed, open subscriptions, database pool. Read at scrape time, no I/O. */
-function registerProcessGauges(registry: Registry, { changes, subscriptionsByTransport, eventStreams, pool }: MetricsOptions): void {
+function registerProcessGauges(registry: Registry, { changes, subscriptionsByTransport, eventStreams, pool, readRouter }: MetricsOptions): void {
   const feed: Gauge<string> = new Gauge({
     name: 'connector_store_change_feed_status',
     help: 'The change feed of this replica: 1 for its current status (connected, reconnecting, closed), 0 for the others.',
@@ -277,6 +281,7 @@ function registerProcessGauges(registry: Registry, { changes, subscriptionsByTra
     });
   }
   if (pool === undefined) return;
+  if (readRouter !== undefined) registerStandbyMetrics(registry, readRouter);
   const connections: Gauge<string> = new Gauge({
     name: 'connector_store_db_pool_connections',
     help: 'The Postgres request pool of this replica: total and idle connections, and requests waiting for one.',
@@ -288,4 +293,33 @@ function registerProcessGauges(registry: Registry, { changes, subscriptionsByTra
       connections.set({ state: 'waiting' }, pool.waitingCount);
     },
   });
+}
+
+/** The read standbys: lag and rotation per standby, and where reads went. */
+function registerStandbyMetrics(registry: Registry, router: ReadRouter): void {
+  const lag: Gauge<string> = new Gauge({
+    name: 'connector_store_read_standby_lag_seconds',
+    help: 'Replay lag of each read standby (READ_DATABASE_URLS) at its last check, in seconds; -1 while it does not answer.',
+    labelNames: ['standby'],
+    registers: [registry],
+    collect: () => {
+      for (const standby of router.standbys()) lag.set({ standby: standby.name }, standby.lagMs === null ? -1 : standby.lagMs / 1000);
+    },
+  });
+  const rotation: Gauge<string> = new Gauge({
+    name: 'connector_store_read_standby_in_rotation',
+    help: 'Whether each read standby serves reads (1) or is out of rotation (0: lagging past MAX_REPLICA_LAG_MS, unreachable, or not in recovery).',
+    labelNames: ['standby'],
+    registers: [registry],
+    collect: () => {
+      for (const standby of router.standbys()) rotation.set({ standby: standby.name }, Number(standby.inRotation));
+    },
+  });
+  const routed = new Counter({
+    name: 'connector_store_reads_routed_total',
+    help: 'Reads that could use a standby (queries, gauges), by where they went and why; failover counts statements a standby failed that ran again on the primary.',
+    labelNames: ['target', 'reason'],
+    registers: [registry],
+  });
+  router.onRoute((target, reason) => routed.inc({ target, reason }));
 }

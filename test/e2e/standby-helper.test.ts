@@ -12,28 +12,11 @@
  */
 import { existsSync } from 'node:fs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { adminPostgresURL, createScratchPostgresDatabase, type ScratchPostgresDatabase } from '../helpers/postgres.js';
-import { standbyToolsAvailable, startStandby, type Standby } from '../helpers/standby.js';
+import { describeWithStandby, startStandby, type Standby } from '../helpers/standby.js';
 
-const postgres = testDialects().includes('postgres') && dialectAvailable('postgres');
-const tools = postgres ? await standbyToolsAvailable() : undefined;
-
-if (tools !== undefined && !tools.available) {
-  if (process.env.CI === 'true') {
-    describe('postgres: a streaming standby of the test server', () => {
-      it('needs pg_basebackup, pg_ctl and a replication connection (CI=true: missing is a failure)', () => {
-        throw new Error(`CI=true but no standby can be made: ${tools.reason}`);
-      });
-    });
-  } else {
-    const bar = '!'.repeat(78);
-    console.warn(`\n${bar}\n!! No standby possible: SKIPPING test/e2e/standby-helper.test.ts.\n!! ${tools.reason}\n!! Under CI=true this is a failure.\n${bar}\n`);
-  }
-}
-
-describe.skipIf(tools?.available !== true)('postgres: a streaming standby of the test server', () => {
+await describeWithStandby('postgres: a streaming standby of the test server', () => {
   let scratch: ScratchPostgresDatabase | undefined;
   let standby: Standby | undefined;
 

@@ -21,6 +21,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { adminPostgresURL } from './postgres.js';
 import { freeLoopbackPort, processAlive } from './processes.js';
+import { describe, it } from 'vitest';
+import { dialectAvailable, testDialects } from './databases.js';
 
 /** Prefix of the temporary directories (`cs-standby-<owner pid>-…`) and slots (`cs_standby_<owner pid>_…`). */
 const DIRECTORY_PREFIX = 'cs-standby-';
@@ -49,6 +51,29 @@ let probed: Promise<StandbyTools> | undefined;
  */
 export function standbyToolsAvailable(): Promise<StandbyTools> {
   return (probed ??= probeStandbyTools());
+}
+
+/**
+ * `describe(name, body)` when a standby can be made here; otherwise a loud
+ * notice and no tests, or under `CI=true` one failing test saying why (as the
+ * PgBouncer suite does). Only on the Postgres dialect: with TEST_DIALECTS
+ * leaving it out, nothing runs.
+ */
+export async function describeWithStandby(name: string, body: () => void): Promise<void> {
+  if (!(testDialects().includes('postgres') && dialectAvailable('postgres'))) return;
+  const tools = await standbyToolsAvailable();
+  if (tools.available) {
+    describe(name, body);
+  } else if (process.env.CI === 'true') {
+    describe(name, () => {
+      it('needs pg_basebackup, pg_ctl and a replication connection (CI=true: missing is a failure)', () => {
+        throw new Error(`CI=true but no standby can be made: ${tools.reason}`);
+      });
+    });
+  } else {
+    const bar = '!'.repeat(78);
+    console.warn(`\n${bar}\n!! No standby possible: SKIPPING "${name}".\n!! ${tools.reason}\n!! Under CI=true this is a failure.\n${bar}\n`);
+  }
 }
 
 /** Options of {@link startStandby}. */

@@ -122,6 +122,10 @@ describe('server configuration', () => {
     DEAD_RETENTION_MS: ['1000', 'must be an integer from 60000 to 31536000000 (got "1000")'],
     SHUTDOWN_GRACE_MS: ['-1', 'must be an integer from 0 to 600000 (got "-1")'],
     SHUTDOWN_DRAIN_MS: ['soon', 'must be an integer from 0 to 600000 (got "soon")'],
+    READ_DATABASE_URLS: ['postgres://a@standby/store', 'read standbys need a Postgres DATABASE_URL (SQLite has none)'],
+    MAX_REPLICA_LAG_MS: ['-1', 'must be an integer from 0 to 3600000 (got "-1")'],
+    REPLICA_CHECK_INTERVAL_MS: ['10', 'must be an integer from 50 to 60000 (got "10")'],
+    READ_YOUR_WRITES_WAIT_MS: ['a while', 'must be an integer from 0 to 10000 (got "a while")'],
   };
 
   it('covers every variable it reads in that table', () => {
@@ -160,6 +164,31 @@ describe('server configuration', () => {
     expect(pooled.directDatabase.display).not.toContain('s3cret');
     // Also allowed without a pooler, e.g. a listener on another route to the same server.
     expect(loadConfig({ DATABASE_URL: 'postgres://a@x/store', CHANGE_FEED_DATABASE_URL: 'postgres://a@y/store' }).directDatabase).toMatchObject({ connectionString: 'postgres://a@y/store' });
+  });
+
+  it('takes READ_DATABASE_URLS (hot standbys, none by default) with their lag, check and read-your-writes settings', () => {
+    expect(loadConfig({}).readReplicas).toEqual({ standbys: [], maxLagMs: 5_000, checkIntervalMs: 1_000, readYourWritesWaitMs: 500 });
+    const config = loadConfig({
+      DATABASE_URL: 'postgres://app@db.internal/store',
+      READ_DATABASE_URLS: ' postgres://app:s3cret@standby-1/store , postgresql://app@standby-2:5433/store',
+      MAX_REPLICA_LAG_MS: '2000',
+      REPLICA_CHECK_INTERVAL_MS: '250',
+      READ_YOUR_WRITES_WAIT_MS: '0',
+    });
+    expect(config.readReplicas.standbys.map((standby) => standby.connectionString)).toEqual(['postgres://app:s3cret@standby-1/store', 'postgresql://app@standby-2:5433/store']);
+    expect(config.readReplicas.standbys[0]!.display).not.toContain('s3cret');
+    expect(config.readReplicas).toMatchObject({ maxLagMs: 2_000, checkIntervalMs: 250, readYourWritesWaitMs: 0 });
+  });
+
+  it('refuses READ_DATABASE_URLS with SQLite, or listing anything but Postgres URLs, without showing a password', () => {
+    expect(problemsOf({ READ_DATABASE_URLS: 'postgres://a@standby/store' })).toEqual(['READ_DATABASE_URLS: read standbys need a Postgres DATABASE_URL (SQLite has none)']);
+    const problems = problemsOf({ DATABASE_URL: 'postgres://a@db/store', READ_DATABASE_URLS: 'postgres://a:s3cret@ok/store,sqlite:./x.sqlite,mysql://a:s3cret@db/x' });
+    expect(problems).toEqual([
+      'READ_DATABASE_URLS: URL 2 must list postgres:// URLs of hot standbys',
+      expect.stringMatching(/^READ_DATABASE_URLS: URL 3 must start with postgres:\/\//),
+    ]);
+    expect(problems.join('\n')).not.toContain('s3cret');
+    expect(problemsOf({ DATABASE_URL: 'postgres://a@db/store', REPLICA_CHECK_INTERVAL_MS: '10' })).toEqual([expect.stringMatching(/^REPLICA_CHECK_INTERVAL_MS: /)]);
   });
 
   it('refuses a transaction pool mode without a distinct direct URL, and CHANGE_FEED_DATABASE_URL that is not Postgres', () => {
