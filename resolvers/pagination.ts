@@ -51,7 +51,6 @@ export function decodeCursor<C>(value: string, argName: string, keyset: AnyKeyse
 export function pageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>, forwardOnly = false): PageRequest<C> {
   let size: { first: number } | { last: number };
   try {
-    if (forwardOnly && args.before != null) throw new InvalidInputError('before', 'this connection pages forward only: use first and after');
     size = connectionSize(args, forwardOnly);
   } catch (error) {
     if (error instanceof InvalidInputError) throw new GraphQLError(error.message, { extensions: { code: 'BAD_USER_INPUT', field: error.field } });

@@ -42,19 +42,22 @@ export function pageDirection(request: KeysetPageRequest<unknown>): PageDirectio
   return { forward, size };
 }
 
-/** The first/last arguments of a connection as a client sends them (null and absent alike). */
+/** The size arguments of a connection as a client sends them (null and absent alike), and whether it sent `before`. */
 export interface ConnectionSize {
   first?: number | null;
   last?: number | null;
+  before?: unknown;
 }
 
 /**
  * The API's rule for a connection's size: `first` or `last`, not both;
  * neither is the first {@link DEFAULT_PAGE_SIZE}; each from 0 to
- * {@link MAX_PAGE_SIZE}. A forward-only connection refuses `last`.
+ * {@link MAX_PAGE_SIZE}. A forward-only connection refuses `last` and `before`.
  */
-export function connectionSize({ first, last }: ConnectionSize, forwardOnly = false): { first: number } | { last: number } {
-  if (forwardOnly && last != null) throw new InvalidInputError('last', 'this connection pages forward only: use first and after');
+export function connectionSize({ first, last, before }: ConnectionSize, forwardOnly = false): { first: number } | { last: number } {
+  if (forwardOnly && (last != null || before != null)) {
+    throw new InvalidInputError(last != null ? 'last' : 'before', 'this connection pages forward only: use first and after');
+  }
   if (first != null && last != null) throw new InvalidInputError('first', 'pass either first or last, not both');
   for (const [name, value] of [['first', first], ['last', last]] as const) {
     if (value != null && !(Number.isInteger(value) && value >= 0 && value <= MAX_PAGE_SIZE)) throw new InvalidInputError(name, `must be between 0 and ${MAX_PAGE_SIZE}`);

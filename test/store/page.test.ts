@@ -63,7 +63,8 @@ describe('the first/last rule', () => {
     expect(() => connectionSize({ first: MAX_PAGE_SIZE + 1 })).toThrow(/first: must be between 0 and 100/);
     expect(() => connectionSize({ last: -1 })).toThrow(/last: must be between 0 and 100/);
     expect(() => connectionSize({ first: 1.5 })).toThrow(InvalidInputError);
-    expect(() => connectionSize({ last: 2 }, true)).toThrow(/forward only/);
+    expect(() => connectionSize({ last: 2 }, true)).toThrow(/last: this connection pages forward only/);
+    expect(() => connectionSize({ first: 2, before: 'c' }, true)).toThrow(/before: this connection pages forward only/);
   });
 
   it('pageDirection: exactly one of first and last, a non-negative integer (store callers may ask for more than the API maximum)', () => {
