@@ -101,12 +101,16 @@ export function parseLsn(text: string): bigint | null {
   return (BigInt(`0x${match[1]}`) << 32n) + BigInt(`0x${match[2]}`);
 }
 
+/** Whether the standby itself is the trouble: it went away, or no connection to it could be had in time. */
+function standbyUnavailable(error: unknown): boolean {
+  return classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE' || /timeout exceeded when trying to connect/i.test(String((error as Error | null)?.message));
+}
+
 /** Errors after which a standby's statement runs again on the primary. */
 function failsOver(error: unknown): boolean {
-  if (classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') return true;
   const code = (error as { code?: unknown } | null)?.code;
   // read_only_sql_transaction (a write sent to a standby); a query canceled by a recovery conflict (40001).
-  return code === '25006' || code === '40001' || /timeout exceeded when trying to connect/i.test(String((error as Error | null)?.message));
+  return standbyUnavailable(error) || code === '25006' || code === '40001';
 }
 
 interface Sample {
@@ -152,10 +156,12 @@ export async function createReadRouter(options: ReadRouterOptions): Promise<Read
     for (const listener of listeners) listener(target, reason);
   };
   const onFailover = (standby: Standby, error: unknown) => {
+    route('primary', 'failover');
+    // A statement a standby cannot run (a write) or a replay conflict says nothing about its health.
+    if (!standbyUnavailable(error)) return;
     if (standby.inRotation) logger.warn({ standby: standby.name, err: error }, 'read standby failed a statement; out of rotation, statement run on the primary');
     standby.inRotation = false;
     standby.lastError = error instanceof Error ? error.message : String(error);
-    route('primary', 'failover');
   };
   const checkTimeoutMs = Math.max(200, Math.min(checkIntervalMs, 2_000));
   const standbys = options.standbys.map((target) => {

@@ -81,6 +81,17 @@ await describeWithStandby('postgres: reads on a hot standby (read router)', () =
     expect(await getOperationByKey({ ...store, db }, keyOf(claimInput({ operationID: 'behind-the-pause' })))).not.toBeNull();
   });
 
+  it('a write sent through a standby’s handle runs on the primary, and the standby stays in rotation', async () => {
+    const db = await router.readerFor(null);
+    expect(await onStandby(db)).toBe(true);
+    const { operation } = await claimFresh(store, { operationID: 'written-through' });
+    const result = await db.updateTable('kubun_connector_operation').set({ model: 'rewritten' }).where('node_key', '=', operation.nodeKey).executeTakeFirst();
+    expect(result.numUpdatedRows).toBe(1n);
+    expect(lastRoute()).toEqual(['primary', 'failover']);
+    expect(router.standbys()[0]!.inRotation).toBe(true);
+    expect((await getOperationByKey(store, keyOf(claimInput({ operationID: 'written-through' }))))?.model).toBe('rewritten');
+  });
+
   it('a malformed WAL position is not a token', () => {
     for (const text of ['', 'x', '0/', '/1', '0/1/2', '123456789/0', '0/G']) expect(parseLsn(text)).toBeNull();
     expect(parseLsn('16/B374D848')).toBe((0x16n << 32n) + 0xb374d848n);
