@@ -3,12 +3,15 @@
  * runtime and for scripts: typed documents in, typed data out, a fresh bearer
  * token on every request, and the server's retryable refusals (503
  * `OVERLOADED` / `DATABASE_*`, 429 with `Retry-After`, a connection that did
- * not answer) retried with backoff. Subscriptions go over graphql-sse.
+ * not answer) retried with backoff, and read-your-writes across the server's
+ * read standbys: the latest consistency token of its mutations' answers goes
+ * back on every later request. Subscriptions go over graphql-sse.
  * Browser-safe: `fetch`, `AbortSignal` and Web Crypto only.
  */
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient as createSSEClient, type Client as SSEClient } from 'graphql-sse';
+import { CONSISTENCY_TOKEN_HEADER, laterConsistencyToken } from '../consistency-token.js';
 import { linkedSignal } from './signals.js';
 
 /** Where bearer tokens come from: a token source (`createTokenSource`, `tokenSourceFromKeyFile`), or one fixed token. */
@@ -127,6 +130,8 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const prepared = new WeakMap<DocumentNode, PreparedDocument>();
   let sse: SSEClient | undefined;
+  // Per client, in memory: its own writes are what its reads must see (subscriptions read the primary).
+  let consistencyToken: string | null = null;
 
   const getToken = () => (typeof options.tokens === 'string' ? Promise.resolve(options.tokens) : options.tokens.getToken());
   const invalidateToken = () => {
@@ -160,6 +165,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
           'content-type': 'application/json',
           accept: 'application/graphql-response+json, application/json',
           authorization: `Bearer ${await getToken()}`,
+          ...(consistencyToken !== null && { [CONSISTENCY_TOKEN_HEADER]: consistencyToken }),
         },
         body: JSON.stringify({ ...document.body, variables, ...(operationName !== undefined && { operationName }) }),
         signal: guard.signal,
@@ -179,12 +185,14 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       guard.dispose();
     }
     const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
-    let body: { data?: unknown; errors?: GraphQLErrorJSON[] } | undefined;
+    let body: { data?: unknown; errors?: GraphQLErrorJSON[]; extensions?: unknown } | undefined;
     try {
       body = JSON.parse(text) as typeof body;
     } catch {
       body = undefined;
     }
+    // Before any refusal is thrown: a mutation answered with an error may still have committed.
+    consistencyToken = laterConsistencyToken(consistencyToken, body?.extensions);
     const firstError = body?.errors?.[0];
     if (response.ok && body !== undefined && body.data != null && firstError === undefined) return body.data;
     const code = typeof firstError?.extensions?.code === 'string' ? firstError.extensions.code : body === undefined ? 'BAD_RESPONSE' : `HTTP_${response.status}`;

@@ -2,14 +2,16 @@
  * The console's GraphQL client: urql over this server's /graphql for
  * queries and mutations, and the tab's share of the console's one event
  * stream (stream.ts, graphql-sse at /graphql/stream) for subscriptions.
- * Every request carries the session's bearer token; a 401 from either ends
- * the session with the server's message. When the page should re-read (the
- * stream came back after a break, the server answers again after a query
- * could not reach it, the page returns from the back/forward cache), every
- * query on screen runs again from the network.
+ * Every request carries the session's bearer token (a query or mutation also
+ * the latest consistency token of this tab's mutations: consistency-token.ts);
+ * a 401 from either ends the session with the server's message. When the
+ * page should re-read (the stream came back after a break, the server answers
+ * again after a query could not reach it, the page returns from the
+ * back/forward cache), every query on screen runs again from the network.
  */
 import { Client, cacheExchange, fetchExchange, makeOperation, subscriptionExchange, type Exchange, type Operation } from 'urql';
 import { pipe, tap } from 'wonka';
+import { keepConsistencyTokenExchange, sendConsistencyToken } from './consistency-token';
 import { refusalMessage } from './stream-hub';
 import { openLiveStream, type LiveStream } from './stream';
 import type { Session } from './session';
@@ -54,6 +56,7 @@ export function createConsoleClient(session: Session, onUnauthorized: OnUnauthor
     fetch: async (input, init) => {
       const headers = new Headers(init?.headers);
       headers.set('authorization', `Bearer ${await session.getToken()}`);
+      sendConsistencyToken(headers);
       let response: Response;
       try {
         response = await fetch(input, { ...init, headers, credentials: 'omit' });
@@ -67,6 +70,7 @@ export function createConsoleClient(session: Session, onUnauthorized: OnUnauthor
     },
     exchanges: [
       rereadExchange((reread) => stream.onResume(reread)),
+      keepConsistencyTokenExchange,
       cacheExchange,
       fetchExchange,
       subscriptionExchange({
