@@ -4,7 +4,7 @@
  * of its mutations' answers in `Consistency-Token` on every later request,
  * per client. A fake fetch plays a server with read standbys (the in-process
  * app has none, so its mutations carry no token); the server's side is
- * test/e2e/read-standbys.test.ts.
+ * test/db/read-replicas.test.ts.
  */
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { parse } from 'graphql';
