@@ -55,9 +55,10 @@ export interface E2EServerOptions {
   args?: readonly string[];
   /**
    * Postgres: something between the servers and the scratch database (a
-   * PgBouncer), given the database's direct URL; its `env` goes on top of the
-   * servers' (DATABASE_URL through it, …); it is stopped after the servers
-   * and before the database is dropped.
+   * PgBouncer, or a standby they read), given the database's direct URL; its
+   * `env` goes on top of the servers' (DATABASE_URL through it,
+   * READ_DATABASE_URLS, …); it is stopped after the servers and before the
+   * database is dropped.
    */
   pooler?: (databaseURL: string) => Promise<{ env: Record<string, string>; stop(): Promise<void> }>;
 }
@@ -170,6 +171,8 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
 export interface GraphQLBody<T = any> {
   data?: T | null;
   errors?: { message: string; extensions?: Record<string, unknown> }[];
+  /** The answer's own extensions (a mutation's `consistencyToken` with read standbys). */
+  extensions?: Record<string, unknown>;
 }
 
 /**
