@@ -184,12 +184,13 @@ export function post(body: (context: Record<string, any>) => unknown, onResponse
 let sequence = 0;
 const nextID = (prefix: string) => `${prefix}-${process.pid}-${++sequence}`;
 
-const LIST = `query { operations(first: 50) { edges { node { id operationID state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
+/** The dashboard list: the newest 50 operations with their watches. */
+export const DASHBOARD_LIST = `query { operations(first: 50) { edges { node { id operationID state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
 const CLAIM = `mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename ... on ClaimOperationPayload { outcome operation { id state } lease { token version expiresAt } } } }`;
 const START = `mutation($input: StartOperationAttemptInput!) { startOperationAttempt(input: $input) { __typename ... on OperationPayload { operation { id attempts } } } }`;
 const SENT = `mutation($input: MarkOperationSentInput!) { markOperationSent(input: $input) { __typename ... on OperationPayload { operation { id } } } }`;
 const FINALIZE = `mutation($input: FinalizeOperationInput!) { finalizeOperation(input: $input) { __typename ... on FinalizeOperationPayload { finalized operation { id state documentID } watch { id } } } }`;
-/** PostGraphile's closest document to LIST (bench/baselines/postgraphile.ts; its fields are the columns' names). */
+/** PostGraphile's closest document to DASHBOARD_LIST (bench/baselines/postgraphile.ts; its fields are the columns' names). */
 export const POSTGRAPHILE_LIST = `query { allKubunConnectorOperations(first: 50, orderBy: [CREATED_AT_DESC, NODE_KEY_DESC]) { edges { node { id operationId state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
 
 const claimInput = (operationID: string) => ({
@@ -238,7 +239,7 @@ export function scenarios(): {
       perUnit: 1,
       baseline: 'raw',
       floor: true,
-      app: () => [post(() => ({ query: LIST }))],
+      app: () => [post(() => ({ query: DASHBOARD_LIST }))],
       raw: () => [post(() => ({ op: 'list', first: 50 }))],
       postgraphile: () => [post(() => ({ query: POSTGRAPHILE_LIST }))],
     },
@@ -341,7 +342,7 @@ async function checkPeerList(app: Target, peer: Target, headers: Record<string, 
     const response = await fetch(target.url + '/graphql', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
     return (await response.json()) as { data?: any; errors?: unknown };
   };
-  const mine = await ask(app, LIST);
+  const mine = await ask(app, DASHBOARD_LIST);
   const theirs = await ask(peer, POSTGRAPHILE_LIST);
   if (mine.errors !== undefined || theirs.errors !== undefined) throw new Error(`dashboard list: ${JSON.stringify(mine.errors ?? theirs.errors)}`);
   const rows = (edges: { node: Record<string, any> }[], key: string) => edges.map((e) => `${e.node[key]}:${e.node.watch === null ? '-' : e.node.watch.verificationStatus.toLowerCase()}`);
