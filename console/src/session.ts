@@ -9,8 +9,9 @@
  * reload, when its last token still serves until it expires).
  */
 import { createTokenSource, type TokenKey } from '../../client/token';
+import { fetchDevelopmentToken, SESSION_STORAGE_KEY, takeEarlyDevelopmentToken } from './boot';
 
-const STORAGE_KEY = 'connector-store-console.session';
+const STORAGE_KEY = SESSION_STORAGE_KEY;
 /** Renew a development token this long before it expires. */
 const RENEW_BEFORE_MS = 60_000;
 
@@ -67,35 +68,13 @@ export function clearStoredSession(): void {
   sessionStorage.removeItem(STORAGE_KEY);
 }
 
-/** Asks this server for a token of its development key: null unless it offers one to this page. */
-export async function fetchDevelopmentToken(): Promise<string | null> {
-  try {
-    const response = await fetch('/console/dev-token', { method: 'POST', credentials: 'omit', cache: 'no-store' });
-    if (!response.ok) return null;
-    const body = (await response.json()) as { available?: boolean; token?: string };
-    return body.available === true && typeof body.token === 'string' ? body.token : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The development token asked for at load (`prefetchDevelopmentToken`), handed to the first `developmentToken()` call. */
-let early: Promise<string | null> | null = null;
-
 /**
- * Asks for the development token as the page loads, before React mounts,
- * when no session is stored: its round trip overlaps the app's start instead
- * of following it (the cold first table waited on it).
+ * The development token: the one boot.ts asked for as the page loaded
+ * (once), else a fresh request. A stored session that turned out unusable
+ * asks afresh.
  */
-export function prefetchDevelopmentToken(): void {
-  if (restoreSession() === null) early = fetchDevelopmentToken();
-}
-
-/** The development token: the one asked for at load if any (once), else a fresh request. */
 export function developmentToken(): Promise<string | null> {
-  const pending = early;
-  early = null;
-  return pending ?? fetchDevelopmentToken();
+  return takeEarlyDevelopmentToken() ?? fetchDevelopmentToken();
 }
 
 function fromStored(stored: StoredSession): Session {
