@@ -214,6 +214,18 @@ await describeWithStandby('postgres: the API on a hot standby (read routing)', (
     expect(refused.body.errors?.[0]?.message).toMatch(/consistency-token/);
   });
 
+  it('/readyz looks at the primary only: a stopped standby leaves it ready, and queries keep answering', async () => {
+    await standby.stop();
+    try {
+      await until(() => !router.standbys()[0]!.inRotation, 5_000);
+      expect((await app.yoga.fetch('http://localhost/readyz')).status).toBe(200);
+      expect((await post(BY_KEY, { id: 'api-ryw' })).body).toEqual({ data: { operationByKey: { operationID: 'api-ryw' } } });
+    } finally {
+      await standby.start();
+    }
+    await until(() => router.standbys()[0]!.inRotation, 10_000);
+  });
+
   it('/metrics shows each standby’s lag and rotation and where reads went', async () => {
     await post(BY_KEY, { id: 'x' });
     const text = await (await app.yoga.fetch('http://localhost/metrics')).text();
