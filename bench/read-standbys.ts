@@ -227,7 +227,7 @@ export async function runReadStandbysBench(): Promise<void> {
     const headers = { authorization: `Bearer ${token}` };
     const env = { DATABASE_URL: database.url, NODE_ENV: 'production', ...appEnv(key.did) };
     // The first server migrates the empty database; the standby is copied after the seed.
-    const primaryOnly = await startProcess('src/server/main.ts', env, '/readyz');
+    const primaryOnly = await startProcess('scripts/start.mjs', env, '/readyz');
     servers.push(primaryOnly);
     await seed('postgres', database.url, key.did);
     log('making the standby (pg_basebackup of the test cluster)');
@@ -235,7 +235,7 @@ export async function runReadStandbysBench(): Promise<void> {
     const standbyCluster = await watchCluster(standby.urlFor('postgres'));
     if (typeof standbyCluster === 'string') throw new Error(`the standby's CPU cannot be measured: ${standbyCluster}`);
     clusters.push(standbyCluster);
-    const withStandby = await startProcess('src/server/main.ts', { ...env, READ_DATABASE_URLS: standby.url }, '/readyz');
+    const withStandby = await startProcess('scripts/start.mjs', { ...env, READ_DATABASE_URLS: standby.url }, '/readyz');
     servers.push(withStandby);
 
     if ((await listPage(primaryOnly, headers)) !== (await listPage(withStandby, headers))) throw new Error('the two servers list different pages');

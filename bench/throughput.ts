@@ -106,9 +106,14 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Starts `script` as a process on a free loopback port and waits for `readyPath`:
+ * TypeScript through tsx, JavaScript (`scripts/start.mjs`, the app as `npm start` runs it) as is.
+ */
 export async function startProcess(script: string, env: Record<string, string>, readyPath: string, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
+  const loader = script.endsWith('.mjs') ? [] : ['--import', 'tsx'];
+  const child = spawn(process.execPath, [...nodeArgs, ...loader, script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -372,8 +377,9 @@ export async function runThroughputBench(): Promise<void> {
     const targets: Target[] = [];
     try {
       const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
+      // As `npm start` runs it: the bundle of scripts/start.mjs (the baselines run their sources through tsx).
       const app = await startProcess(
-        'src/server/main.ts',
+        'scripts/start.mjs',
         { ...common, ...appEnv(key.did), ...APP_ENV },
         '/readyz',
       );

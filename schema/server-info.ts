@@ -1,9 +1,9 @@
 /** `serverInfo`: what this server runs on, for operators and smoke tests. Open to anonymous callers. */
-import { createRequire } from 'node:module';
+import packageJson from '../package.json' with { type: 'json' };
 import { builder } from './builder.js';
 
-/** The release this server is, from package.json (one place to bump it; see CHANGELOG.md). */
-const VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+/** The release this server is, from package.json (one place to bump it; see CHANGELOG.md); bundled into `npm start`'s build. */
+const VERSION: string = packageJson.version;
 
 const ServerInfo = builder.simpleObject('ServerInfo', {
   description: 'The server and the database dialect it runs on.',

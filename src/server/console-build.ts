@@ -17,10 +17,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { PROJECT_ROOT } from './paths.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = PROJECT_ROOT;
 /** The console's sources. */
 export const CONSOLE_DIR = join(ROOT, 'console');
 /** Where the built console is kept. */

@@ -13,16 +13,17 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { PROJECT_ROOT } from './paths.js';
 
 /** `off`: documents only; `allow`: ids or documents; `only`: ids only. */
 export type PersistedDocumentsMode = 'off' | 'allow' | 'only';
 
 /** The manifest the repository's client documents generate. */
-export const DEFAULT_MANIFEST = fileURLToPath(new URL('../../client/generated/persisted-documents.json', import.meta.url));
+export const DEFAULT_MANIFEST = join(PROJECT_ROOT, 'client/generated/persisted-documents.json');
 
 const ID = /^sha256:[0-9a-f]{64}$/;
 const HEX = /^[0-9a-f]{64}$/;

@@ -1,19 +1,18 @@
 /**
- * `npm start` as a real process: the development banner, `--demo`, the
+ * `npm start` as a real process (scripts/start.mjs: the server bundled from
+ * its sources, built on first start): the development banner, `--demo`, the
  * background jobs and graceful shutdown, as a new user would meet them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer as createTCPServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const MAIN = join(ROOT, 'src/server/main.ts');
-const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+const START = join(ROOT, 'scripts/start.mjs');
 
 interface Started {
   child: ChildProcess;
@@ -23,7 +22,7 @@ interface Started {
 }
 
 function start(cwd: string, env: Record<string, string>, args: string[] = []): Started {
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
+  const child = spawn(process.execPath, [START, ...args], {
     cwd,
     env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: `sqlite:${join(cwd, 'store.sqlite')}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -92,6 +91,18 @@ describe('npm start (process)', () => {
     running.child.kill('SIGTERM');
     expect(await running.exited).toBe(0);
     expect(running.stdout()).toContain('"msg":"stopped"');
+  });
+
+  it('runs the bundle built from the sources (kept under node_modules/.cache): its version is package.json’s, it finds the console and the client documents', async () => {
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', PERSISTED_DOCUMENTS: 'allow' });
+    const url = await waitFor(() => listeningURL(running!), 'the server');
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const info = (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ serverInfo { version } }"}' })).json()) as any;
+    expect(info).toEqual({ data: { serverInfo: { version } } });
+    expect((await fetch(new URL('/console/', url))).status).toBe(200);
+    const bundles = readdirSync(join(ROOT, 'node_modules/.cache/connector-store-server')).filter((name) => /^server-[0-9a-f]{16}\.mjs$/.test(name));
+    expect(bundles).toHaveLength(1);
+    expect(running.stderr()).toBe('');
   });
 
   it('a second server on the same SQLite file refuses to start, naming the first; after the first stops, it starts', async () => {
