@@ -4,7 +4,7 @@
  * background jobs and graceful shutdown, as a new user would meet them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createTCPServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -103,6 +103,16 @@ describe('npm start (process)', () => {
     const bundles = readdirSync(join(ROOT, 'node_modules/.cache/connector-store-server')).filter((name) => /^server-[0-9a-f]{16}\.mjs$/.test(name));
     expect(bundles).toHaveLength(1);
     expect(running.stderr()).toBe('');
+  });
+
+  it('where no bundle can be built (an unwritable SERVER_BUILD_DIR), it says so and runs the sources through tsx', async () => {
+    const blocked = join(cwd, 'not-a-directory');
+    writeFileSync(blocked, '');
+    running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', SERVER_BUILD_DIR: join(blocked, 'cache') });
+    const url = await waitFor(() => listeningURL(running!), 'the server from its sources');
+    expect(running.stderr()).toMatch(/^connector store: could not build the server bundle in .*not-a-directory\/cache \(.+\); running the sources through tsx instead\n$/);
+    const info = (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ serverInfo { dialect } }"}' })).json()) as any;
+    expect(info).toEqual({ data: { serverInfo: { dialect: 'sqlite' } } });
   });
 
   it('a second server on the same SQLite file refuses to start, naming the first; after the first stops, it starts', async () => {
