@@ -17,6 +17,9 @@ import type { ConsoleBuild, ConsoleFile } from './console-build.js';
 import { developmentTokenAllowedFor, type DevelopmentCredentials } from './dev-credentials.js';
 import type { Logger } from './logger.js';
 
+/** What yoga hands an `onRequest` hook. */
+type OnRequestPayload = Parameters<NonNullable<Plugin['onRequest']>>[0];
+
 /** Where the console is served. */
 export const CONSOLE_PATH = '/console';
 /** The development sign-in endpoint. */
@@ -48,41 +51,45 @@ export interface ConsoleOptions {
 /** The yoga plugin serving /console. */
 export function useConsole({ build, developmentCredentials, logger }: ConsoleOptions): Plugin {
   return {
-    onRequest: async ({ request, serverContext, endResponse, fetchAPI }) => {
-      const url = new URL(request.url);
+    // Synchronous until the path is the console's: every other request (each GraphQL one) passes without a promise.
+    onRequest: ({ request, url, serverContext, endResponse, fetchAPI }) => {
       if (url.pathname !== CONSOLE_PATH && !url.pathname.startsWith(`${CONSOLE_PATH}/`)) return;
-      if (url.pathname === CONSOLE_DEV_TOKEN_PATH) {
-        endResponse(await devToken(request, serverContext as Record<string, unknown> | undefined));
-        return;
-      }
-      if (request.method !== 'GET' && request.method !== 'HEAD') {
-        endResponse(new fetchAPI.Response(null, { status: 405, headers: { allow: 'GET, HEAD' } }));
-        return;
-      }
-      if (url.pathname === CONSOLE_PATH) {
-        endResponse(new fetchAPI.Response(null, { status: 308, headers: { location: `${CONSOLE_PATH}/${url.search}` } }));
-        return;
-      }
-      if (build === undefined) {
-        endResponse(
-          new fetchAPI.Response('The console is not built: run `npm run console:build` (see the server log for why the build at start failed).\n', {
-            status: 503,
-            headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' },
-          }),
-        );
-        return;
-      }
-      const path = url.pathname.slice(CONSOLE_PATH.length + 1);
-      let file = build.files.get(path);
-      // A missing asset is a 404 (a stale tab asking for an old hash must not get HTML as JavaScript); any other path is a route of the app.
-      if (file === undefined && (path.startsWith('assets/') || /\.[a-z0-9]+$/i.test(path))) {
-        endResponse(new fetchAPI.Response('not found\n', { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' } }));
-        return;
-      }
-      file ??= build.files.get('index.html')!;
-      endResponse(serveFile(file, request, fetchAPI.Response));
+      return serveConsole({ request, url, serverContext, endResponse, fetchAPI });
     },
   };
+
+  async function serveConsole({ request, url, serverContext, endResponse, fetchAPI }: Pick<OnRequestPayload, 'request' | 'url' | 'serverContext' | 'endResponse' | 'fetchAPI'>): Promise<void> {
+    if (url.pathname === CONSOLE_DEV_TOKEN_PATH) {
+      endResponse(await devToken(request, serverContext as Record<string, unknown> | undefined));
+      return;
+    }
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      endResponse(new fetchAPI.Response(null, { status: 405, headers: { allow: 'GET, HEAD' } }));
+      return;
+    }
+    if (url.pathname === CONSOLE_PATH) {
+      endResponse(new fetchAPI.Response(null, { status: 308, headers: { location: `${CONSOLE_PATH}/${url.search}` } }));
+      return;
+    }
+    if (build === undefined) {
+      endResponse(
+        new fetchAPI.Response('The console is not built: run `npm run console:build` (see the server log for why the build at start failed).\n', {
+          status: 503,
+          headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' },
+        }),
+      );
+      return;
+    }
+    const path = url.pathname.slice(CONSOLE_PATH.length + 1);
+    let file = build.files.get(path);
+    // A missing asset is a 404 (a stale tab asking for an old hash must not get HTML as JavaScript); any other path is a route of the app.
+    if (file === undefined && (path.startsWith('assets/') || /\.[a-z0-9]+$/i.test(path))) {
+      endResponse(new fetchAPI.Response('not found\n', { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' } }));
+      return;
+    }
+    file ??= build.files.get('index.html')!;
+    endResponse(serveFile(file, request, fetchAPI.Response));
+  }
 
   async function devToken(request: Request, serverContext: Record<string, unknown> | undefined): Promise<Response> {
     const refuse = (why: string) =>

@@ -97,18 +97,21 @@ export async function renderGraphiQLPage(options?: GraphiQLOptions): Promise<str
 /** Serves the assets (GET and HEAD; an unknown name is 404). */
 export function useGraphiQLAssets(): Plugin {
   return {
-    onRequest: async ({ request, url, endResponse, fetchAPI }) => {
+    // Synchronous until the path is the assets': every other request passes without a promise.
+    onRequest: ({ request, url, endResponse, fetchAPI }) => {
       if (!url.pathname.startsWith(`${GRAPHIQL_ASSETS_PATH}/`)) return;
       if (request.method !== 'GET' && request.method !== 'HEAD') {
         endResponse(new fetchAPI.Response(null, { status: 405, headers: { allow: 'GET, HEAD' } }));
         return;
       }
-      const file = (await bundle()).files.get(url.pathname.slice(GRAPHIQL_ASSETS_PATH.length + 1));
-      if (file === undefined) {
-        endResponse(new fetchAPI.Response('not found\n', { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' } }));
-        return;
-      }
-      endResponse(serveFile(file, request, fetchAPI.Response));
+      return bundle().then(({ files }) => {
+        const file = files.get(url.pathname.slice(GRAPHIQL_ASSETS_PATH.length + 1));
+        if (file === undefined) {
+          endResponse(new fetchAPI.Response('not found\n', { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' } }));
+          return;
+        }
+        endResponse(serveFile(file, request, fetchAPI.Response));
+      });
     },
   };
 }

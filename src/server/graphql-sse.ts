@@ -42,6 +42,9 @@ import { AuthenticationError, bearerChallenge, resolveCredentials, type AuthConf
 import { AdmissionRefusedError, createAdmissionPool } from './admission.js';
 import { admitOperationRequest, carriesOperation, prepareOperation, refusalBody, type OperationAdmission } from './operation-admission.js';
 
+/** What yoga hands an `onRequest` hook. */
+type OnRequestPayload = Parameters<NonNullable<Plugin['onRequest']>>[0];
+
 /** Where the graphql-sse protocol is served. */
 export const GRAPHQL_SSE_ENDPOINT = '/graphql/stream';
 /** How long a reserved stream waits to be opened before it is removed. */
@@ -200,51 +203,56 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     onYogaInit: ({ yoga: app }) => {
       yoga = app as never;
     },
-    onRequest: async (payload) => {
-      const { request, endResponse, fetchAPI } = payload;
-      if (new URL(request.url).pathname !== GRAPHQL_SSE_ENDPOINT) return;
-      // OPTIONS (a preflight) is yoga's CORS plugin's, which already answered it.
-      let did: string | undefined;
-      try {
-        const { viewer } = await resolveCredentials(request.headers, auth, { now: now() });
-        if (viewer.kind !== 'anonymous') did = viewer.did;
-      } catch (error) {
-        if (!(error instanceof AuthenticationError)) throw error;
-        endResponse(
-          new fetchAPI.Response(JSON.stringify({ errors: [{ message: error.message, extensions: { code: error.code } }] }), {
-            status: 401,
-            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': bearerChallenge(error) },
-          }),
-        );
-        return;
-      }
-      if (did === undefined) {
-        endResponse(
-          new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'a bearer token is required (Authorization: Bearer <token>)', extensions: { code: 'UNAUTHENTICATED' } }] }), {
-            status: 401,
-            headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': 'Bearer realm="connector-store"' },
-          }),
-        );
-        return;
-      }
-      // The body limit and the persisted-documents rule, as yoga applies them on /graphql.
-      let target = request;
-      if (carriesOperation(request)) {
-        const admitted = await admitOperationRequest(request, admission);
-        if ('refusal' in admitted) {
-          endResponse(admitted.refusal);
-          return;
-        }
-        target = admitted.request;
-        admission.noteDerived(request, target);
-      }
-      viewerOf.set(target, did);
-      const address = (payload.serverContext as { req?: { socket?: { remoteAddress?: string } } } | undefined)?.req?.socket?.remoteAddress;
-      if (address !== undefined) addressOf.set(target, address);
-      serverContexts.set(target, payload.serverContext as Record<string, unknown>);
-      endResponse(track(target, await handler(target)));
+    // Synchronous until the path is the stream's: every other request (each /graphql one) passes without a promise.
+    onRequest: (payload) => {
+      if (payload.url.pathname !== GRAPHQL_SSE_ENDPOINT) return;
+      return serveStream(payload);
     },
   };
+
+  async function serveStream(payload: OnRequestPayload): Promise<void> {
+    const { request, endResponse, fetchAPI } = payload;
+    // OPTIONS (a preflight) is yoga's CORS plugin's, which already answered it.
+    let did: string | undefined;
+    try {
+      const { viewer } = await resolveCredentials(request.headers, auth, { now: now() });
+      if (viewer.kind !== 'anonymous') did = viewer.did;
+    } catch (error) {
+      if (!(error instanceof AuthenticationError)) throw error;
+      endResponse(
+        new fetchAPI.Response(JSON.stringify({ errors: [{ message: error.message, extensions: { code: error.code } }] }), {
+          status: 401,
+          headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': bearerChallenge(error) },
+        }),
+      );
+      return;
+    }
+    if (did === undefined) {
+      endResponse(
+        new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'a bearer token is required (Authorization: Bearer <token>)', extensions: { code: 'UNAUTHENTICATED' } }] }), {
+          status: 401,
+          headers: { 'content-type': 'application/json; charset=utf-8', 'www-authenticate': 'Bearer realm="connector-store"' },
+        }),
+      );
+      return;
+    }
+    // The body limit and the persisted-documents rule, as yoga applies them on /graphql.
+    let target = request;
+    if (carriesOperation(request)) {
+      const admitted = await admitOperationRequest(request, admission);
+      if ('refusal' in admitted) {
+        endResponse(admitted.refusal);
+        return;
+      }
+      target = admitted.request;
+      admission.noteDerived(request, target);
+    }
+    viewerOf.set(target, did);
+    const address = (payload.serverContext as { req?: { socket?: { remoteAddress?: string } } } | undefined)?.req?.socket?.remoteAddress;
+    if (address !== undefined) addressOf.set(target, address);
+    serverContexts.set(target, payload.serverContext as Record<string, unknown>);
+    endResponse(track(target, await handler(target)));
+  }
 
   /**
    * Follows every event stream the handler answers with (a single-connection stream by its
