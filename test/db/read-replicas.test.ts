@@ -118,10 +118,15 @@ await describeWithStandby('postgres: reads on a hot standby (read router)', () =
     expect(router.standbys()[0]!.lagMs).toBeLessThanOrEqual(MAX_LAG_MS);
   });
 
-  it('an idle primary does not make the standby look behind', async () => {
+  it('a primary with no writes of this test does not make the standby look behind', async () => {
     await standby.waitForReplay(await router.currentToken());
-    await new Promise((resolve) => setTimeout(resolve, 3 * CHECK_MS));
-    expect(router.standbys()[0]).toMatchObject({ inRotation: true, lagMs: 0 });
+    const quietSince = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 5 * CHECK_MS));
+    // Were lag the age of the last replayed commit, an idle cluster would read the whole quiet time. The cluster is
+    // shared with other suites, whose WAL the standby replays too: a check can catch it a moment behind.
+    const { inRotation, lagMs } = router.standbys()[0]!;
+    expect(inRotation).toBe(true);
+    expect(lagMs).toBeLessThan(Math.min(CHECK_MS, Date.now() - quietSince));
   });
 
   it('a standby stopped under load fails no read: statements run again on the primary, and it returns to rotation after a restart', async () => {
