@@ -149,18 +149,29 @@ export interface Measured {
   cpuMsPerRequest: number;
 }
 
-export async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
-  const before = cpuTicks(target.process);
+/** One round of load (default: CONNECTIONS for SECONDS) of `requests`; a non-2xx answer or a failed request fails the benchmark. */
+export async function loadRound(
+  target: Target,
+  requests: Request[],
+  headers: Record<string, string>,
+  { seconds = SECONDS, connections = CONNECTIONS }: { seconds?: number; connections?: number } = {},
+): Promise<autocannon.Result> {
   const result = await autocannon({
     url: target.url,
-    connections: CONNECTIONS,
-    duration: SECONDS,
+    connections,
+    duration: seconds,
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     requests,
   });
-  const ticks = cpuTicks(target.process) - before;
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return result;
+}
+
+export async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
+  const before = cpuTicks(target.process);
+  const result = await loadRound(target, requests, headers);
+  const ticks = cpuTicks(target.process) - before;
   const units = result.requests.total / perUnit;
   return {
     rps: result.requests.average / perUnit,

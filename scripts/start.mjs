@@ -4,9 +4,9 @@
  * sources (src/server/main.ts and everything it imports; packages stay in
  * node_modules), built with esbuild on the first start and again whenever a
  * source changes, then kept in node_modules/.cache/connector-store-server/.
- * Running the sources through tsx instead costs about 50 MiB of memory for
- * the life of the process (its loader, and every module's source and source
- * map kept); the bundle is the same code (esbuild compiles both).
+ * Running the sources through tsx instead costs about 58 MiB of memory for
+ * the life of the process (bench/startup-memory.ts); the bundle is the same
+ * code (esbuild compiles both).
  *
  * Plain JavaScript so it needs nothing compiled to run. `npm run dev` runs
  * the sources with tsx, for stack traces that point into them.

@@ -40,6 +40,9 @@ export type DatabaseTarget =
   | { dialect: 'postgres'; connectionString: string; display: string }
   | { dialect: 'sqlite'; path: string; display: string };
 
+/** A Postgres database location (the only kind a read standby can be). */
+export type PostgresTarget = Extract<DatabaseTarget, { dialect: 'postgres' }>;
+
 /** Thrown for a `DATABASE_URL` that names no database we can open. */
 export class DatabaseConfigError extends Error {
   readonly code = 'DATABASE_CONFIG_INVALID';

@@ -38,7 +38,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { openDatabase, type DatabaseTarget, type OpenDatabase, type OpenDatabaseOptions } from './connect.js';
+import { openDatabase, type OpenDatabase, type OpenDatabaseOptions, type PostgresTarget } from './connect.js';
 import { classifyDatabaseError } from './errors.js';
 import type { Database } from './tables.js';
 
@@ -47,7 +47,7 @@ export interface ReadRouterOptions {
   /** The primary: writes, fenced reads, and every read no standby may serve. */
   primary: OpenDatabase;
   /** The standbys (`READ_DATABASE_URLS`), Postgres URLs. */
-  standbys: readonly Extract<DatabaseTarget, { dialect: 'postgres' }>[];
+  standbys: readonly PostgresTarget[];
   /** A standby further behind than this leaves rotation. */
   maxLagMs: number;
   /** How often positions are sampled and standbys checked. */

@@ -7,7 +7,7 @@
 import { parseCorsOrigins } from './cors.js';
 import { z } from 'zod';
 import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
-import { DatabaseConfigError, maskDatabaseURL, parseDatabaseURL, type DatabaseTarget, type PoolMode } from '../db/connect.js';
+import { DatabaseConfigError, maskDatabaseURL, parseDatabaseURL, type DatabaseTarget, type PoolMode, type PostgresTarget } from '../db/connect.js';
 
 /**
  * A variable whose value `read` turns into the setting, or refuses with
@@ -163,7 +163,7 @@ export interface ServerConfig {
    * comma-separated Postgres URLs; none by default): see src/db/read-replicas.ts.
    */
   readReplicas: {
-    standbys: Extract<DatabaseTarget, { dialect: 'postgres' }>[];
+    standbys: PostgresTarget[];
     maxLagMs: number;
     checkIntervalMs: number;
     readYourWritesWaitMs: number;
@@ -302,10 +302,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
  * `DATABASE_URL` database; only with a Postgres `DATABASE_URL`. Problems are
  * pushed to `problems`.
  */
-function readTargets(env: Record<string, string | undefined>, database: DatabaseTarget | undefined, problems: string[]): Extract<DatabaseTarget, { dialect: 'postgres' }>[] {
+function readTargets(env: Record<string, string | undefined>, database: DatabaseTarget | undefined, problems: string[]): PostgresTarget[] {
   const raw = env.READ_DATABASE_URLS?.trim() ?? '';
   if (raw === '') return [];
-  const standbys: Extract<DatabaseTarget, { dialect: 'postgres' }>[] = [];
+  const standbys: PostgresTarget[] = [];
   for (const [index, url] of raw.split(',').map((part) => part.trim()).entries()) {
     try {
       const target = parseDatabaseURL(url, 'READ_DATABASE_URLS');

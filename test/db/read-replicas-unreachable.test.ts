@@ -7,7 +7,7 @@
 import { sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { openDatabase, parseDatabaseURL, type OpenDatabase } from '../../src/db/connect.js';
+import { openDatabase, parseDatabaseURL, type OpenDatabase, type PostgresTarget } from '../../src/db/connect.js';
 import { createReadRouter, type ReadRouter, type RouteReason } from '../../src/db/read-replicas.js';
 import { testDialects } from '../helpers/databases.js';
 import { adminPostgresURL } from '../helpers/postgres.js';
@@ -25,7 +25,7 @@ describe.skipIf(!runs)('postgres: a read standby that does not answer', () => {
     const port = await freeLoopbackPort();
     router = await createReadRouter({
       primary,
-      standbys: [parseDatabaseURL(`postgres://postgres:s3cret@127.0.0.1:${port}/postgres`) as Extract<ReturnType<typeof parseDatabaseURL>, { dialect: 'postgres' }>],
+      standbys: [parseDatabaseURL(`postgres://postgres:s3cret@127.0.0.1:${port}/postgres`) as PostgresTarget],
       maxLagMs: 1_000,
       checkIntervalMs: 100,
       readYourWritesWaitMs: 200,

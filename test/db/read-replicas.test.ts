@@ -9,7 +9,7 @@
 import { sql, type Kysely } from 'kysely';
 import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { openDatabase, parseDatabaseURL, type OpenDatabase } from '../../src/db/connect.js';
+import { openDatabase, parseDatabaseURL, type OpenDatabase, type PostgresTarget } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { createReadRouter, parseLsn, type ReadRouter, type RouteReason } from '../../src/db/read-replicas.js';
 import type { Database } from '../../src/db/tables.js';
@@ -256,7 +256,7 @@ async function routedDatabase(prefix: string, maxLagMs: number): Promise<RoutedD
   const standby = await startStandby({ database: new URL(scratch.url).pathname.slice(1) });
   const router = await createReadRouter({
     primary,
-    standbys: [parseDatabaseURL(standby.url) as Extract<ReturnType<typeof parseDatabaseURL>, { dialect: 'postgres' }>],
+    standbys: [parseDatabaseURL(standby.url) as PostgresTarget],
     maxLagMs,
     checkIntervalMs: CHECK_MS,
     readYourWritesWaitMs: WAIT_MS,
