@@ -11,7 +11,7 @@ import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
-import { DateTimeResolver, JSONResolver } from 'graphql-scalars';
+import { JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
 import type { GraphQLContext } from '../resolvers/context.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
@@ -19,7 +19,7 @@ import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
 import SyncGlobalIDsPlugin from './sync-global-ids.js';
-import { parseDID } from './scalars.js';
+import { DateTimeScalar, parseDID } from './scalars.js';
 
 /** Most ids one `nodes` call may name: one loader batch (one statement) per node type. */
 export const MAX_NODES_PER_REQUEST = 500;
@@ -154,7 +154,7 @@ export const builder = new SchemaBuilder<{
   },
 });
 
-builder.addScalarType('DateTime', DateTimeResolver);
+builder.addScalarType('DateTime', DateTimeScalar);
 builder.addScalarType('JSON', JSONResolver);
 builder.scalarType('DID', {
   description: 'A decentralized identifier (did:method:identifier), validated on input.',

@@ -1,10 +1,30 @@
 /**
  * The `DID` scalar: validated on input (W3C DID syntax, at most 2048
- * characters), so a malformed DID never reaches a query. `DateTime` and
- * `JSON` come from graphql-scalars (see builder.ts).
+ * characters), so a malformed DID never reaches a query. `DateTime` is
+ * graphql-scalars' with its answers as strings; `JSON` is graphql-scalars'
+ * (see builder.ts).
  */
-import { GraphQLError } from 'graphql';
+import { GraphQLError, GraphQLScalarType } from 'graphql';
+import { DateTimeResolver } from 'graphql-scalars';
 import { isDID } from '../resolvers/viewer.js';
+
+/**
+ * graphql-scalars' `DateTime` (its input parsing, description and RFC 3339
+ * rules), answering the ISO 8601 string itself. Its own `serialize` answers
+ * a `Date`, which JSON.stringify turns into that string only by calling
+ * `toJSON` on it, from its slow path: ~0.85 µs per value, which made
+ * stringifying a page of 50 operations 3× as slow as the same answer with
+ * strings (issue 21). The text sent is the same.
+ */
+export const DateTimeScalar = new GraphQLScalarType<Date, string>({
+  ...DateTimeResolver.toConfig(),
+  serialize(value) {
+    // Our rows hold ms since the epoch: the common case, without graphql-scalars' checks of strings.
+    const date = typeof value === 'number' ? new Date(value) : (DateTimeResolver.serialize(value) as Date);
+    if (Number.isNaN(date.getTime())) throw new GraphQLError(`DateTime cannot represent an invalid time ${String(value)}`);
+    return date.toISOString();
+  },
+});
 
 /** Parses and validates a DID from client input. */
 export function parseDID(value: unknown): string {

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  GraphQLError,
   GraphQLObjectType,
   GraphQLScalarType,
   getNamedType,
@@ -88,6 +89,19 @@ describe('schema artefacts', () => {
     for (const name of ['DateTime', 'JSON', 'DID']) {
       expect(schema.getType(name), name).toBeInstanceOf(GraphQLScalarType);
     }
+  });
+
+  it('answers DateTime as the ISO 8601 string itself, never a Date that JSON.stringify must call toJSON on (issue 21)', () => {
+    const dateTime = schema.getType('DateTime') as GraphQLScalarType;
+    expect(dateTime.serialize(Date.UTC(2026, 11, 2, 17, 30))).toBe('2026-12-02T17:30:00.000Z');
+    expect(dateTime.serialize(new Date(0))).toBe('1970-01-01T00:00:00.000Z');
+    expect(dateTime.serialize('2026-12-02T18:30:00+01:00')).toBe('2026-12-02T17:30:00.000Z');
+    // A time no Date holds is a GraphQLError (masked for clients as any resolver's), not a RangeError or a null.
+    expect(() => dateTime.serialize(Number.NaN)).toThrow(GraphQLError);
+    expect(() => dateTime.serialize(8.64e15 + 1)).toThrow(GraphQLError);
+    expect(() => dateTime.serialize({})).toThrow(GraphQLError);
+    // Input is graphql-scalars' own: a Date.
+    expect(dateTime.parseValue('2026-12-02T17:30:00Z')).toEqual(new Date(Date.UTC(2026, 11, 2, 17, 30)));
   });
 
   it('has every required Query field with its arguments', () => {
