@@ -93,6 +93,16 @@ describeEachDialect('server edges', (suite) => {
     expect((await app.yoga.fetch('http://localhost/healthz')).status).toBe(200);
   });
 
+  it('/readyz is answered with a query string too, and only at its own path (the check skips other paths without a URLPattern)', async () => {
+    const app = makeApp();
+    app.markNotReady();
+    expect((await app.yoga.fetch('http://localhost/readyz?probe=1')).status).toBe(503);
+    // Any other path reaches the rest of the server: GraphQL still answers while draining, unknown paths are 404.
+    const graphql = await app.yoga.fetch('http://localhost/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+    expect(graphql.status).toBe(200);
+    expect((await app.yoga.fetch('http://localhost/readyz-not')).status).toBe(404);
+  });
+
   it('/readyz answers 503 when the database is gone', async () => {
     const throwaway = await throwawayDatabase(suite);
     const app = makeApp({ database: throwaway });
