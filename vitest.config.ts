@@ -11,6 +11,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
+    // Every prepared statement's run is checked against the statement its values build (src/store/prepared.ts).
+    env: { STORE_CHECK_PREPARED: '1' },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Each file makes its own databases; two workers match this machine's cores.

@@ -90,9 +90,13 @@ export function withStatementHook(
       get(real, property) {
         const value = Reflect.get(real, property, real) as unknown;
         if (typeof value !== 'function') return value;
-        if (property === 'execute' || property === 'executeTakeFirst' || property === 'executeTakeFirstOrThrow') {
+        // A builder's execute, or a compiled statement run by the handle (src/store/prepared.ts).
+        if (property === 'execute' || property === 'executeTakeFirst' || property === 'executeTakeFirstOrThrow' || property === 'executeQuery') {
           return async (...args: unknown[]) => {
-            const node = (real as { toOperationNode?: () => { kind: string } }).toOperationNode?.();
+            const node =
+              property === 'executeQuery'
+                ? (args[0] as { query?: { kind: string } }).query
+                : (real as { toOperationNode?: () => { kind: string } }).toOperationNode?.();
             const matches = node?.kind === at.kind;
             if (matches && at.when === 'before') await hook(++count);
             const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(real, args);

@@ -5,7 +5,7 @@ import { InvalidInputError } from '../errors.js';
 import { rowHas } from '../row-checks.js';
 import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage } from './history.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
-import { fencedComputedUpdate, fencedUpdate, type FenceRule } from './fence.js';
+import { fencedComputedUpdate, preparedFencedUpdate, type FenceRule } from './fence.js';
 import { rowToOperation } from './row.js';
 import { LIVE_OPERATION_STATES, OPERATION_OUTCOME_KINDS, type ConnectorOperation, type ConnectorOperationState, type OperationFence, type OperationOutcomeKind } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
@@ -13,6 +13,15 @@ import { requireFence } from './validate.js';
 
 const START: FenceRule = { action: 'start an attempt', states: ['attempted'], requireLiveLease: true };
 const MARK_SENT: FenceRule = { action: 'mark a request sent', states: ['attempted'], requireLiveLease: true };
+/** `attempts + 1`; send marker, last kind and HTTP status cleared. */
+const START_UPDATE = preparedFencedUpdate<object>(START, (eb, v) => ({
+  attempts: eb('attempts', '+', 1),
+  send_marker: null,
+  last_kind: null,
+  last_http_status: null,
+  updated_at: v.now,
+}));
+const MARK_SENT_UPDATE = preparedFencedUpdate<{ sendMarker: string }>(MARK_SENT, (_eb, v) => ({ send_marker: v.sendMarker, updated_at: v.now }));
 const RECORD: FenceRule = { action: 'record an attempt outcome', states: LIVE_OPERATION_STATES, requireLiveLease: false };
 
 /**
@@ -25,13 +34,7 @@ export async function startOperationAttempt(store: StoreContext, input: Operatio
   requireFence(input);
   const now = store.now();
   return inTransaction(store, async (tx) => {
-    const row = await fencedUpdate(tx, input, START, now, (eb) => ({
-      attempts: eb('attempts', '+', 1),
-      send_marker: null,
-      last_kind: null,
-      last_http_status: null,
-      updated_at: now,
-    }));
+    const row = await START_UPDATE(tx, input, now, {});
     await openAttempt(tx, input.key, Number(row.attempts), now);
     return rowToOperation(row);
   });
@@ -47,7 +50,7 @@ export async function markOperationSent(store: StoreContext, input: OperationFen
   requireNonEmptyString('sendMarker', input.sendMarker);
   const now = store.now();
   return inTransaction(store, async (tx) => {
-    const row = await fencedUpdate(tx, input, MARK_SENT, now, () => ({ send_marker: input.sendMarker, updated_at: now }));
+    const row = await MARK_SENT_UPDATE(tx, input, now, { sendMarker: input.sendMarker });
     await markAttemptSent(tx, input.key, now);
     return rowToOperation(row);
   });

@@ -1,6 +1,7 @@
 /** Claiming an operation by idempotency key: create, take over, replay or refuse (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
 import { IdempotencyConflictError, StaleVersionError } from '../errors.js';
 import { isLeaseLive, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
@@ -110,39 +111,50 @@ function judgeExisting(row: OperationRow, input: ClaimOperationInput, now: numbe
   return undefined;
 }
 
-async function insertClaimed(store: StoreContext, input: ClaimOperationInput, now: number): Promise<ClaimOperationResult | undefined> {
-  const token = store.getRandomID();
-  const row = await store.db
+/** A new operation, leased to its claimer; nothing when the key exists (only the idempotency key may conflict: a node_key collision must fail loudly, not loop). */
+const INSERT_CLAIMED = prepared((db, v: ClaimOperationInput & { nodeKey: string; incarnation: string; token: string; now: number; leaseExpiresAt: number }) =>
+  db
     .insertInto(OPERATION_TABLE)
     .values({
-      caller_did: input.callerDID,
-      operation_id: input.operationID,
-      node_key: store.getRandomID(),
-      owner_did: input.ownerDID,
-      connector_name: input.connectorName,
-      model: input.model,
-      op: input.op,
-      account_key: input.accountKey,
-      target: input.target,
-      source_id: input.sourceID ?? null,
-      document_id: input.documentID ?? null,
-      deterministic_event_id: input.deterministicEventID,
-      payload_hash: input.payloadHash,
-      reissue_intent: input.reissueIntent,
+      caller_did: v.callerDID,
+      operation_id: v.operationID,
+      node_key: v.nodeKey,
+      owner_did: v.ownerDID,
+      connector_name: v.connectorName,
+      model: v.model,
+      op: v.op,
+      account_key: v.accountKey,
+      target: v.target,
+      source_id: v.sourceID ?? null,
+      document_id: v.documentID ?? null,
+      deterministic_event_id: v.deterministicEventID,
+      payload_hash: v.payloadHash,
+      reissue_intent: v.reissueIntent,
       state: 'attempted',
       attempts: 0,
-      next_attempt_at: now,
+      next_attempt_at: v.now,
       version: 0,
-      incarnation: store.getRandomID(),
-      lease_token: token,
-      lease_expires_at: now + input.leaseMs,
-      created_at: now,
-      updated_at: now,
+      incarnation: v.incarnation,
+      lease_token: v.token,
+      lease_expires_at: v.leaseExpiresAt,
+      created_at: v.now,
+      updated_at: v.now,
     })
-    // Only the idempotency key may conflict: a node_key collision must fail loudly, not loop.
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
-    .returningAll()
-    .executeTakeFirst();
+    .returningAll(),
+);
+
+async function insertClaimed(store: StoreContext, input: ClaimOperationInput, now: number): Promise<ClaimOperationResult | undefined> {
+  const token = store.getRandomID();
+  const { rows } = await INSERT_CLAIMED(store, {
+    ...input,
+    nodeKey: store.getRandomID(),
+    incarnation: store.getRandomID(),
+    token,
+    now,
+    leaseExpiresAt: now + input.leaseMs,
+  });
+  const row = rows[0];
   return row === undefined ? undefined : claimed(row, token);
 }
 

@@ -4,9 +4,10 @@
  * and lease-liveness guards) that never changes the version. When it matches
  * no row, the row is read once to say why: gone, stale lease, or wrong state.
  */
-import type { Expression, ExpressionBuilder, SqlBool, UpdateObject } from 'kysely';
+import type { Expression, ExpressionBuilder, Kysely, SqlBool, UpdateObject } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
 import { InvalidStateError, NotFoundError, StaleLeaseError } from '../errors.js';
 import { rowHas } from '../row-checks.js';
 import { isLeaseLive, OPERATION_TABLE, selectOperationRow } from './row.js';
@@ -36,17 +37,34 @@ const MAX_ROUNDS = 5;
 type OperationUpdate = UpdateObject<Database, typeof OPERATION_TABLE>;
 type OperationGuard = Expression<SqlBool>;
 
-function fencedQuery(store: StoreContext, fence: OperationFence, rule: FenceRule, now: number, set: (eb: OperationEB) => OperationUpdate) {
-  let query = store.db
+/** The values a fenced statement checks: the key, the expected version and token, and the time. */
+interface FenceValues {
+  callerDID: string;
+  operationID: string;
+  version: number;
+  leaseToken: string;
+  now: number;
+}
+
+function fencedQuery(db: Kysely<Database>, fence: FenceValues, rule: FenceRule, set: (eb: OperationEB) => OperationUpdate) {
+  let query = db
     .updateTable(OPERATION_TABLE)
     .set(set)
-    .where('caller_did', '=', fence.key.callerDID)
-    .where('operation_id', '=', fence.key.operationID)
+    .where('caller_did', '=', fence.callerDID)
+    .where('operation_id', '=', fence.operationID)
     // Checked on the row the key found, never a way to find it (row-checks.ts).
     .where((eb) => eb.and([rowHas(eb, 'version', fence.version), rowHas(eb, 'lease_token', fence.leaseToken), rowHas(eb, 'state', rule.states)]));
-  if (rule.requireLiveLease) query = query.where('lease_expires_at', '>', now);
+  if (rule.requireLiveLease) query = query.where('lease_expires_at', '>', fence.now);
   return query;
 }
+
+const fenceValues = (fence: OperationFence, now: number): FenceValues => ({
+  callerDID: fence.key.callerDID,
+  operationID: fence.key.operationID,
+  version: fence.version,
+  leaseToken: fence.leaseToken,
+  now,
+});
 
 /** Runs one fenced UPDATE whose new values do not depend on the row, and returns the updated row. */
 export async function fencedUpdate(
@@ -56,8 +74,24 @@ export async function fencedUpdate(
   now: number,
   set: (eb: OperationEB) => OperationUpdate,
 ): Promise<OperationRow> {
+  return fencedRounds(store, fence, rule, now, async () => fencedQuery(store.db, fenceValues(fence, now), rule, set).returningAll().executeTakeFirst());
+}
+
+/**
+ * {@link fencedUpdate} as a prepared statement (src/store/prepared.ts), for
+ * the holder writes of every write-back: `set` writes `values` (and `now`)
+ * by name, and may not decide anything with them.
+ */
+export function preparedFencedUpdate<V extends object>(rule: FenceRule, set: (eb: OperationEB, values: V & { now: number }) => OperationUpdate) {
+  const statement = prepared((db, v: V & FenceValues) => fencedQuery(db, v, rule, (eb) => set(eb, v)).returningAll());
+  return (store: StoreContext, fence: OperationFence, now: number, values: V): Promise<OperationRow> =>
+    fencedRounds(store, fence, rule, now, async () => (await statement(store, { ...values, ...fenceValues(fence, now) })).rows[0]);
+}
+
+/** Runs `attempt` until it updates the row, explaining (throwing) each miss the current row deserves. */
+async function fencedRounds(store: StoreContext, fence: OperationFence, rule: FenceRule, now: number, attempt: () => Promise<OperationRow | undefined>): Promise<OperationRow> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
-    const row = await fencedQuery(store, fence, rule, now, set).returningAll().executeTakeFirst();
+    const row = await attempt();
     if (row !== undefined) return row;
     // Throws unless the row now passes (it changed back between the two statements).
     explainFencedMiss(await selectOperationRow(store, fence.key), fence, rule, now);
@@ -82,7 +116,7 @@ export async function fencedComputedUpdate(
     const current = await selectOperationRow(store, fence.key);
     explainFencedMiss(current, fence, rule, now);
     const { set, guard } = compute(current);
-    const row = await fencedQuery(store, fence, rule, now, set).where(guard).returningAll().executeTakeFirst();
+    const row = await fencedQuery(store.db, fenceValues(fence, now), rule, set).where(guard).returningAll().executeTakeFirst();
     if (row !== undefined) return row;
   }
   throw new StaleLeaseError('operation');

@@ -6,10 +6,11 @@
  * never hold a secret: the lease token, the send marker and anything that
  * looks like a bearer token or JWT are replaced before they are stored.
  */
-import type { ExpressionBuilder } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { Database, OperationHistoryRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
+import { prepared } from '../prepared.js';
 import { ATTEMPT_HISTORY_ORDER, type CursorOfKeyset } from '../page.js';
 import type { OperationDeferReason, OperationKey, OperationOutcomeKind } from './types.js';
 
@@ -65,26 +66,30 @@ export function redactAttemptMessage(message: string | null | undefined, secrets
   return text === '' ? null : text;
 }
 
-/** Opens the row of the attempt just started (inside the start's transaction). */
-export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: number, now: number): Promise<void> {
-  await tx.db
+/** The row of an attempt just started: the next seq of the operation's history. */
+const OPEN_ATTEMPT = prepared((db, v: OperationKey & { attempt: number; now: number }) =>
+  db
     .insertInto(HISTORY_TABLE)
     .columns(['caller_did', 'operation_id', 'seq', 'kind', 'attempt', 'started_at'])
     .expression((eb) =>
       eb
         .selectFrom(HISTORY_TABLE)
         .select([
-          eb.val(key.callerDID).as('caller_did'),
-          eb.val(key.operationID).as('operation_id'),
+          eb.val(v.callerDID).as('caller_did'),
+          eb.val(v.operationID).as('operation_id'),
           eb(eb.fn.coalesce(eb.fn.max('seq'), eb.lit(0)), '+', 1).as('seq'),
           eb.val('attempt').as('kind'),
-          eb.val(attempt).as('attempt'),
-          eb.val(now).as('started_at'),
+          eb.val(v.attempt).as('attempt'),
+          eb.val(v.now).as('started_at'),
         ])
-        .where('caller_did', '=', key.callerDID)
-        .where('operation_id', '=', key.operationID),
-    )
-    .execute();
+        .where('caller_did', '=', v.callerDID)
+        .where('operation_id', '=', v.operationID),
+    ),
+);
+
+/** Opens the row of the attempt just started (inside the start's transaction). */
+export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: number, now: number): Promise<void> {
+  await OPEN_ATTEMPT(tx, { callerDID: key.callerDID, operationID: key.operationID, attempt, now });
 }
 
 /** What an operator action records. */
@@ -144,8 +149,8 @@ export async function recordActions(tx: StoreContext, targets: readonly { key: O
 }
 
 /** The newest attempt's row, if it is still open. */
-function openRow(tx: StoreContext, key: OperationKey) {
-  return tx.db
+function openRow(db: Kysely<Database>, key: OperationKey) {
+  return db
     .updateTable(HISTORY_TABLE)
     .where('caller_did', '=', key.callerDID)
     .where('operation_id', '=', key.operationID)
@@ -155,9 +160,11 @@ function openRow(tx: StoreContext, key: OperationKey) {
     );
 }
 
+const MARK_ATTEMPT_SENT = prepared((db, v: OperationKey & { now: number }) => openRow(db, v).set({ sent_at: v.now }));
+
 /** Stamps the open attempt as sent (inside mark-sent's transaction). */
 export async function markAttemptSent(tx: StoreContext, key: OperationKey, now: number): Promise<void> {
-  await openRow(tx, key).set({ sent_at: now }).execute();
+  await MARK_ATTEMPT_SENT(tx, { callerDID: key.callerDID, operationID: key.operationID, now });
 }
 
 /** What an outcome records about the attempt it closes. */
@@ -187,10 +194,10 @@ export async function closeAttempt(tx: StoreContext, key: OperationKey, outcome:
     defer_reason: outcome.deferReason,
     message: outcome.message,
   };
-  const closed = await openRow(tx, key).set(values).executeTakeFirst();
+  const closed = await openRow(tx.db, key).set(values).executeTakeFirst();
   if (Number(closed.numUpdatedRows) > 0) return;
   await openAttempt(tx, key, outcome.attempt, now);
-  await openRow(tx, key).set(values).execute();
+  await openRow(tx.db, key).set(values).execute();
 }
 
 function rowToAttempt(row: OperationHistoryRow): OperationAttempt {

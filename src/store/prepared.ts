@@ -1,0 +1,94 @@
+/**
+ * Statements built with Kysely once per dialect, then run with new values.
+ *
+ * Kysely builds a statement as a tree of frozen nodes and compiles the tree
+ * to SQL on every call: for the write-back sequence, about a tenth of the
+ * server's CPU per request went to building statements whose text never
+ * changes, only their values (issue 21, `npx tsx bench/profile.ts sequence`).
+ * A prepared statement is built by the same Kysely code, once per dialect,
+ * with a stand-in for each value the caller passes; each run copies the
+ * compiled SQL and puts the values in the stand-ins' places.
+ *
+ * The rule for a builder: its values object may only be read for values
+ * that go into the statement, never to decide its shape (no `if`,
+ * `.length`, spreading or defaults other than `?? null` on them: a run binds
+ * an omitted value as NULL). Every value read must reach the statement, or
+ * building fails. With `STORE_CHECK_PREPARED=1` (the test
+ * suite sets it) every run also builds the statement from its real values
+ * and fails unless the SQL and the parameters are the same. A handle with
+ * Kysely plugins (none in the server; the tests' statement recorders)
+ * builds every time, so each plugin sees every statement.
+ */
+import { createQueryId, type Compilable, type CompiledQuery, type Kysely, type QueryResult } from 'kysely';
+import type { DialectName } from '../db/connect.js';
+import type { Database } from '../db/tables.js';
+import type { StoreContext } from './context.js';
+
+/** Stands in for the value named `name` while a statement is built. */
+class Slot {
+  constructor(readonly name: string) {}
+}
+
+/** What a statement's values are passed as: one object, read by name. */
+type Values = object;
+
+interface Template {
+  sql: string;
+  query: CompiledQuery['query'];
+  /** The compiled parameters: a slot where a run's value goes, else the constant the builder wrote. */
+  parameters: readonly unknown[];
+}
+
+const CHECK = process.env.STORE_CHECK_PREPARED === '1';
+
+/** A statement `build` makes from `values`, built once per dialect; runs in `store` (its transaction, if any). */
+export type PreparedStatement<V extends Values, R> = (store: StoreContext, values: V) => Promise<QueryResult<R>>;
+
+/** Prepares the statement `build` makes (see the module's rule for builders). */
+export function prepared<V extends Values, R>(build: (db: Kysely<Database>, values: V) => Compilable<R>): PreparedStatement<V, R> {
+  const templates = new Map<DialectName, Template>();
+  return async (store, values) => {
+    // Kysely plugins transform each statement's tree as it is compiled: with any, the statement is built every time.
+    if (store.db.getExecutor().plugins.length > 0) return store.db.executeQuery(build(store.db, values));
+    let template = templates.get(store.dialect);
+    if (template === undefined) {
+      template = prepare(store.db, build);
+      templates.set(store.dialect, template);
+    }
+    const parameters = new Array<unknown>(template.parameters.length);
+    for (let i = 0; i < parameters.length; i++) {
+      const parameter = template.parameters[i];
+      // undefined is no SQL value (better-sqlite3 refuses it): an omitted optional value is NULL, as pg binds it.
+      parameters[i] = parameter instanceof Slot ? ((values as Record<string, unknown>)[parameter.name] ?? null) : parameter;
+    }
+    if (CHECK) checkAgainstBuilt(store.db, build, values, template.sql, parameters);
+    return store.db.executeQuery<R>({ sql: template.sql, query: template.query, parameters, queryId: createQueryId() });
+  };
+}
+
+function prepare<V extends Values, R>(db: Kysely<Database>, build: (db: Kysely<Database>, values: V) => Compilable<R>): Template {
+  const slots = new Map<string, Slot>();
+  const standIns = new Proxy({} as V, {
+    get: (_target, name) => {
+      if (typeof name !== 'string') return undefined;
+      let slot = slots.get(name);
+      if (slot === undefined) slots.set(name, (slot = new Slot(name)));
+      return slot;
+    },
+  });
+  const compiled = build(db, standIns).compile();
+  const used = new Set(compiled.parameters.filter((parameter) => parameter instanceof Slot));
+  for (const slot of slots.values()) {
+    // Read but not in the statement: the builder decided something with it, which a prepared statement cannot repeat.
+    if (!used.has(slot)) throw new Error(`prepared statement: the value "${slot.name}" was read but is not a parameter of ${compiled.sql}`);
+  }
+  return { sql: compiled.sql, query: compiled.query, parameters: compiled.parameters };
+}
+
+function checkAgainstBuilt<V extends Values, R>(db: Kysely<Database>, build: (db: Kysely<Database>, values: V) => Compilable<R>, values: V, sql: string, parameters: readonly unknown[]): void {
+  const built = build(db, values).compile();
+  const same = built.sql === sql && built.parameters.length === parameters.length && built.parameters.every((parameter, i) => Object.is(parameter ?? null, parameters[i]));
+  if (!same) {
+    throw new Error(`prepared statement differs from the one its values build:\n  prepared: ${sql} ${JSON.stringify(parameters)}\n  built:    ${built.sql} ${JSON.stringify(built.parameters)}`);
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * Prepared statements (src/store/prepared.ts), on both dialects: built once
+ * per dialect, run with new values each time; a builder that reads a value
+ * without binding it is refused when it is built; a builder whose statement
+ * depends on its values is caught by the check the test suite turns on
+ * (STORE_CHECK_PREPARED=1); a handle with Kysely plugins builds every time.
+ */
+import type { KyselyPlugin } from 'kysely';
+import { expect, it } from 'vitest';
+import { prepared } from '../../src/store/prepared.js';
+import { describeEachDialect } from '../helpers/databases.js';
+import { claimFresh } from '../helpers/operation-claim-fixtures.js';
+import { CALLER, OWNER } from '../helpers/row-fixtures.js';
+
+const TABLE = 'kubun_connector_operation';
+
+describeEachDialect('prepared statements', (suite) => {
+  it('is built once and runs with each call’s values, in a transaction too', async () => {
+    await claimFresh(suite.store, { operationID: 'one', callerDID: CALLER, ownerDID: OWNER });
+    await claimFresh(suite.store, { operationID: 'two', callerDID: CALLER, ownerDID: OWNER });
+    let builds = 0;
+    const byKey = prepared((db, v: { callerDID: string; operationID: string }) => {
+      builds++;
+      return db.selectFrom(TABLE).select(['operation_id', 'attempts']).where('caller_did', '=', v.callerDID).where('operation_id', '=', v.operationID);
+    });
+    const first = await byKey(suite.store, { callerDID: CALLER, operationID: 'one' });
+    const second = await byKey(suite.store, { callerDID: CALLER, operationID: 'two' });
+    const none = await byKey(suite.store, { callerDID: CALLER, operationID: 'three' });
+    const inTransaction = await suite.store.db.transaction().execute((tx) => byKey({ ...suite.store, db: tx }, { callerDID: CALLER, operationID: 'one' }));
+    expect(first.rows).toEqual([{ operation_id: 'one', attempts: 0 }]);
+    expect(second.rows).toEqual([{ operation_id: 'two', attempts: 0 }]);
+    expect(none.rows).toEqual([]);
+    expect(inTransaction.rows).toEqual(first.rows);
+    // Once to prepare; the suite's check (STORE_CHECK_PREPARED=1) builds each run again from its values.
+    expect(builds).toBe(1 + (process.env.STORE_CHECK_PREPARED === '1' ? 4 : 0));
+  });
+
+  it('binds an omitted optional value as NULL, and keeps the constants the builder wrote', async () => {
+    await claimFresh(suite.store, { operationID: 'one', callerDID: CALLER, ownerDID: OWNER });
+    const touch = prepared((db, v: { operationID: string; error?: string | null }) =>
+      db.updateTable(TABLE).set((eb) => ({ last_error: v.error ?? null, attempts: eb('attempts', '+', 2) })).where('operation_id', '=', v.operationID).returning(['last_error', 'attempts']),
+    );
+    expect((await touch(suite.store, { operationID: 'one', error: 'boom' })).rows).toEqual([{ last_error: 'boom', attempts: 2 }]);
+    expect((await touch(suite.store, { operationID: 'one' })).rows).toEqual([{ last_error: null, attempts: 4 }]);
+  });
+
+  it('refuses a builder that reads a value it does not bind (it decided something with it)', async () => {
+    const deciding = prepared((db, v: { operationID: string; newest: boolean }) =>
+      db.selectFrom(TABLE).selectAll().where('operation_id', '=', v.operationID).orderBy('created_at', v.newest ? 'desc' : 'asc'),
+    );
+    await expect(deciding(suite.store, { operationID: 'one', newest: true })).rejects.toThrow(/the value "newest" was read but is not a parameter/);
+  });
+
+  it.runIf(process.env.STORE_CHECK_PREPARED === '1')('the suite’s check catches a statement whose shape depends on its values', async () => {
+    // `.length` of a stand-in is undefined: prepared with one key, run with two.
+    const shaped = prepared((db, v: { keys: string[] }) => db.selectFrom(TABLE).selectAll().where('operation_id', 'in', v.keys.length > 1 ? v.keys : [v.keys as unknown as string]));
+    await expect(shaped(suite.store, { keys: ['a', 'b'] })).rejects.toThrow(/prepared statement differs from the one its values build/);
+  });
+
+  it('builds every time on a handle with Kysely plugins, so each plugin sees each statement', async () => {
+    const seen: string[] = [];
+    const plugin: KyselyPlugin = {
+      transformQuery: (args) => {
+        seen.push(args.node.kind);
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    };
+    const count = prepared((db, v: { callerDID: string }) => db.selectFrom(TABLE).select((eb) => eb.fn.countAll().as('n')).where('caller_did', '=', v.callerDID));
+    await count(suite.store, { callerDID: CALLER });
+    const withPlugin = { ...suite.store, db: suite.store.db.withPlugin(plugin) };
+    await count(withPlugin, { callerDID: CALLER });
+    await count(withPlugin, { callerDID: OWNER });
+    expect(seen.filter((kind) => kind === 'SelectQueryNode').length).toBeGreaterThanOrEqual(2);
+  });
+});
