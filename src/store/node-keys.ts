@@ -1,5 +1,8 @@
 /** Shared by the batched readers of every area (the API's loaders). */
 
+/** Longest key list a batched read prepares its statement for (src/store/prepared.ts): one page; longer batches are built each time. */
+export const MAX_PREPARED_KEYS = 100;
+
 /**
  * Aligns rows read for many keys with the keys asked for: one entry per key,
  * in order, `null` where no row has it, the same value again for a repeated

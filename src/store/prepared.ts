@@ -66,6 +66,21 @@ export function prepared<V extends Values, R>(build: (db: Kysely<Database>, valu
   };
 }
 
+/**
+ * A statement over a list of values (`in (…)`), prepared once per dialect
+ * and list length up to `maxLength`; longer lists are built each time. The
+ * builder gets a real array of stand-ins: it may use its length.
+ */
+export function preparedForList<T, R>(maxLength: number, build: (db: Kysely<Database>, items: readonly T[]) => Compilable<R>): (store: StoreContext, items: readonly T[]) => Promise<QueryResult<R>> {
+  const byLength: PreparedStatement<readonly T[], R>[] = [];
+  return (store, items) => {
+    if (items.length > maxLength) return store.db.executeQuery(build(store.db, items));
+    // An array is read by index: its stand-ins are named "0", "1", …
+    const statement = (byLength[items.length] ??= prepared((db, values: readonly T[]) => build(db, Array.from({ length: items.length }, (_, i) => values[i]!))));
+    return statement(store, items);
+  };
+}
+
 function prepare<V extends Values, R>(db: Kysely<Database>, build: (db: Kysely<Database>, values: V) => Compilable<R>): Template {
   const slots = new Map<string, Slot>();
   const standIns = new Proxy({} as V, {

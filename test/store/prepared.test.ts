@@ -7,7 +7,7 @@
  */
 import type { KyselyPlugin } from 'kysely';
 import { expect, it } from 'vitest';
-import { prepared } from '../../src/store/prepared.js';
+import { prepared, preparedForList } from '../../src/store/prepared.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, OWNER } from '../helpers/row-fixtures.js';
@@ -33,6 +33,26 @@ describeEachDialect('prepared statements', (suite) => {
     expect(inTransaction.rows).toEqual(first.rows);
     // Once to prepare; the suite's check (STORE_CHECK_PREPARED=1) builds each run again from its values.
     expect(builds).toBe(1 + (process.env.STORE_CHECK_PREPARED === '1' ? 4 : 0));
+  });
+
+  it('prepares a list statement per length, and builds lists longer than its maximum each time', async () => {
+    for (const id of ['a', 'b', 'c']) await claimFresh(suite.store, { operationID: id, callerDID: CALLER, ownerDID: OWNER });
+    const lengths: number[] = [];
+    const byIDs = preparedForList(2, (db, ids: readonly string[]) => {
+      lengths.push(ids.length);
+      return db.selectFrom(TABLE).select('operation_id').where('operation_id', 'in', ids).orderBy('operation_id');
+    });
+    const ids = async (list: string[]) => (await byIDs(suite.store, list)).rows.map((row) => row.operation_id);
+    expect(await ids(['a'])).toEqual(['a']);
+    expect(await ids(['c', 'a'])).toEqual(['a', 'c']);
+    expect(await ids(['b'])).toEqual(['b']);
+    expect(await ids(['b', 'x'])).toEqual(['b']);
+    expect(await ids(['a', 'b', 'c'])).toEqual(['a', 'b', 'c']);
+    // Prepared once for 1 and once for 2 (the check builds each run again); 3 is over the maximum: built.
+    const check = process.env.STORE_CHECK_PREPARED === '1';
+    expect(lengths.filter((n) => n === 1)).toHaveLength(1 + (check ? 2 : 0));
+    expect(lengths.filter((n) => n === 2)).toHaveLength(1 + (check ? 2 : 0));
+    expect(lengths.filter((n) => n === 3)).toHaveLength(1);
   });
 
   it('binds an omitted optional value as NULL, and keeps the constants the builder wrote', async () => {

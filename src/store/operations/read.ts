@@ -2,7 +2,8 @@
 import type { StoreContext } from '../context.js';
 import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import type { ConnectorOperation, OperationKey } from './types.js';
-import { alignByNodeKey } from '../node-keys.js';
+import { alignByNodeKey, MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 
 /** The operation with this idempotency key, or `null`. */
 export async function getOperationByKey(store: StoreContext, key: OperationKey): Promise<ConnectorOperation | null> {
@@ -16,17 +17,16 @@ export async function getOperationByNodeKey(store: StoreContext, nodeKey: string
   return row === undefined ? null : rowToOperation(row);
 }
 
+/** Prepared per number of keys up to a page's worth (a mutation's node argument is one). */
+const BY_NODE_KEYS = preparedForList(MAX_PREPARED_KEYS, (db, nodeKeys: readonly string[]) => db.selectFrom(OPERATION_TABLE).selectAll().where('node_key', 'in', nodeKeys));
+
 /**
  * The operations of `nodeKeys` in one statement, aligned with the input
  * (`null` where none; a repeated key gets the same operation twice).
  */
 export async function getOperationsByNodeKeys(store: StoreContext, nodeKeys: readonly string[]): Promise<(ConnectorOperation | null)[]> {
   if (nodeKeys.length === 0) return [];
-  const rows = await store.db
-    .selectFrom(OPERATION_TABLE)
-    .selectAll()
-    .where('node_key', 'in', [...new Set(nodeKeys)])
-    .execute();
+  const { rows } = await BY_NODE_KEYS(store, [...new Set(nodeKeys)]);
   return alignByNodeKey(rows, nodeKeys, rowToOperation);
 }
 

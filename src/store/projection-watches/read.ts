@@ -2,7 +2,8 @@ import type { StoreContext } from '../context.js';
 import { rowToProjectionWatch } from './row.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from './types.js';
 import { matchesIdentity } from './watch-predicates.js';
-import { alignByNodeKey } from '../node-keys.js';
+import { alignByNodeKey, MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 
 /** The watch of `identity`, or null. */
 export async function getWatch(store: StoreContext, identity: ProjectionWatchIdentity): Promise<ProjectionWatch | null> {
@@ -24,6 +25,14 @@ export async function getWatchByNodeKey(store: StoreContext, nodeKey: string): P
   return row === undefined ? null : rowToProjectionWatch(row);
 }
 
+/** Prepared per number of keys up to a page's worth (src/store/prepared.ts). */
+const BY_NODE_KEYS = preparedForList(MAX_PREPARED_KEYS, (db, nodeKeys: readonly string[]) =>
+  db.selectFrom('kubun_connector_projection_watch').selectAll().where('node_key', 'in', nodeKeys),
+);
+const BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
+  db.selectFrom('kubun_connector_projection_watch').selectAll().where('document_id', 'in', documentIDs).orderBy('created_at', 'desc').orderBy('node_key', 'desc'),
+);
+
 /**
  * The watches with these node keys in one statement, aligned with `nodeKeys`
  * (null where none exists; a repeated key gets the same watch again).
@@ -33,11 +42,7 @@ export async function getWatchesByNodeKeys(
   nodeKeys: readonly string[],
 ): Promise<(ProjectionWatch | null)[]> {
   if (nodeKeys.length === 0) return [];
-  const rows = await store.db
-    .selectFrom('kubun_connector_projection_watch')
-    .selectAll()
-    .where('node_key', 'in', [...new Set(nodeKeys)])
-    .execute();
+  const { rows } = await BY_NODE_KEYS(store, [...new Set(nodeKeys)]);
   return alignByNodeKey(rows, nodeKeys, rowToProjectionWatch);
 }
 
@@ -70,13 +75,7 @@ export async function getAllWatchesByDocumentIDs(store: StoreContext, documentID
   const result = new Map<string, ProjectionWatch[]>();
   for (const id of documentIDs) result.set(id, []);
   if (result.size === 0) return result;
-  const rows = await store.db
-    .selectFrom('kubun_connector_projection_watch')
-    .selectAll()
-    .where('document_id', 'in', [...result.keys()])
-    .orderBy('created_at', 'desc')
-    .orderBy('node_key', 'desc')
-    .execute();
+  const { rows } = await BY_DOCUMENT_IDS(store, [...result.keys()]);
   for (const row of rows) result.get(row.document_id)?.push(rowToProjectionWatch(row));
   return result;
 }
