@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError } from '../errors.js';
+import { prepared } from '../prepared.js';
 import { decodeJSONColumn, encodeJSONColumn } from '../json.js';
 import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
@@ -89,34 +90,18 @@ export async function finalizeOperationAndArmWatch(
 ): Promise<FinalizeOperationResult> {
   return inTransaction(store, async (tx) => {
     const now = tx.now();
-    const committed = await tx.db
-      .updateTable('kubun_connector_operation')
-      .set({
-        state: 'committed',
-        document_id: input.documentID,
-        result_entity: encodeJSONColumn(input.resultEntity),
-        updated_at: now,
-        lease_token: null,
-        lease_expires_at: null,
-        finalized_lease_digest: leaseDigest(input.leaseToken),
-        finalized_input: JSON.stringify(finalizedInput(input)),
-        last_error: null,
-      })
-      .where('caller_did', '=', input.key.callerDID)
-      .where('operation_id', '=', input.key.operationID)
-      // Checked on the row the key found, never a way to find it (row-checks.ts).
-      .where((eb) =>
-        eb.and([
-          rowHas(eb, 'state', FINALIZABLE_STATES),
-          rowHas(eb, 'version', input.version),
-          rowHas(eb, 'lease_token', input.leaseToken),
-          // Claimed for a document: finalized for that one only.
-          eb.or([eb('document_id', 'is', null), eb('document_id', '=', input.documentID)]),
-        ]),
-      )
-      // The committed row comes back with the write: no read after commit.
-      .returningAll()
-      .executeTakeFirst();
+    const { rows } = await COMMIT(tx, {
+      callerDID: input.key.callerDID,
+      operationID: input.key.operationID,
+      version: input.version,
+      leaseToken: input.leaseToken,
+      documentID: input.documentID,
+      resultEntity: encodeJSONColumn(input.resultEntity),
+      now,
+      leaseDigest: leaseDigest(input.leaseToken),
+      finalizedInput: JSON.stringify(finalizedInput(input)),
+    });
+    const committed = rows[0];
     if (committed === undefined) return replayOf(tx, input);
 
     const watch = await armWatchForWrite(tx, {
@@ -128,9 +113,43 @@ export async function finalizeOperationAndArmWatch(
   });
 }
 
+/** The commit: the holder's fenced write of the result; the committed row comes back with it (no read after commit). */
+const COMMIT = prepared(
+  (
+    db,
+    v: { callerDID: string; operationID: string; version: number; leaseToken: string; documentID: string; resultEntity: string | null; now: number; leaseDigest: string; finalizedInput: string },
+  ) =>
+    db
+      .updateTable('kubun_connector_operation')
+      .set({
+        state: 'committed',
+        document_id: v.documentID,
+        result_entity: v.resultEntity,
+        updated_at: v.now,
+        lease_token: null,
+        lease_expires_at: null,
+        finalized_lease_digest: v.leaseDigest,
+        finalized_input: v.finalizedInput,
+        last_error: null,
+      })
+      .where('caller_did', '=', v.callerDID)
+      .where('operation_id', '=', v.operationID)
+      // Checked on the row the key found, never a way to find it (row-checks.ts).
+      .where((eb) =>
+        eb.and([
+          rowHas(eb, 'state', FINALIZABLE_STATES),
+          rowHas(eb, 'version', v.version),
+          rowHas(eb, 'lease_token', v.leaseToken),
+          // Claimed for a document: finalized for that one only.
+          eb.or([eb('document_id', 'is', null), eb('document_id', '=', v.documentID)]),
+        ]),
+      )
+      .returningAll(),
+);
+
 /** What a finalize identifies its holder by once the commit cleared the lease: a digest, never the token. */
 function leaseDigest(leaseToken: string): string {
-  return createHash('sha256').update(leaseToken).digest('base64url');
+  return hash('sha256', leaseToken, 'base64url');
 }
 
 /** What a finalize was asked with beyond the document and result the row holds (migration 0012's `finalized_input`). */

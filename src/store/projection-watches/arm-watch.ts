@@ -1,4 +1,5 @@
 import { forUpdate, inTransaction, type StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
 import { NotFoundError, StaleVersionError } from '../errors.js';
 import { rowToProjectionWatch } from './row.js';
 import type {
@@ -78,8 +79,9 @@ export async function armWatch(store: StoreContext, input: ArmWatchInput): Promi
       const inserted = await tx.db
         .insertInto('kubun_connector_projection_watch')
         .values(
-          newWatchValues(tx, {
+          newWatchValues({
             identity,
+            nodeKey: tx.getRandomID(),
             documentID: input.documentID,
             observedWinnerDigest: input.observedWinnerDigest ?? null,
             dueAt,
@@ -144,16 +146,20 @@ export async function armWatchForWrite(tx: StoreContext, input: ArmWatchForWrite
   const { identity, documentID, observedWinnerDigest } = input;
   await lockDocumentWatchSlot(tx, { ownerDID: identity.ownerDID, model: identity.model, documentID });
   await deleteSupersededWatches(tx, identity, documentID);
-  const row = await tx.db
-    .insertInto('kubun_connector_projection_watch')
-    .values(newWatchValues(tx, { identity, documentID, observedWinnerDigest, dueAt: now, now }))
-    .onConflict((oc) =>
-      oc.columns([...WATCH_KEY]).doUpdateSet((eb) => newGenerationValues(eb, { dueAt: now, now, observedWinnerDigest, clearVerifiedDigest: true })),
-    )
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  return rowToProjectionWatch(row);
+  const { rows } = await ARM_FOR_WRITE(tx, { ...identity, documentID, observedWinnerDigest, nodeKey: tx.getRandomID(), now });
+  return rowToProjectionWatch(rows[0]!);
 }
+
+/** The watch created, or given a new generation with its verified digest cleared, due now. */
+const ARM_FOR_WRITE = prepared((db, v: ProjectionWatchIdentity & { documentID: string; observedWinnerDigest: string | null; nodeKey: string; now: number }) =>
+  db
+    .insertInto('kubun_connector_projection_watch')
+    .values(newWatchValues({ identity: v, nodeKey: v.nodeKey, documentID: v.documentID, observedWinnerDigest: v.observedWinnerDigest, dueAt: v.now, now: v.now }))
+    .onConflict((oc) =>
+      oc.columns([...WATCH_KEY]).doUpdateSet((eb) => newGenerationValues(eb, { dueAt: v.now, now: v.now, observedWinnerDigest: v.observedWinnerDigest, clearVerifiedDigest: true })),
+    )
+    .returningAll(),
+);
 
 /** Options of {@link requestRepull} and {@link requestRepullByNodeKey}. */
 export interface RequestRepullOptions {

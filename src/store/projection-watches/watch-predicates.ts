@@ -6,6 +6,7 @@
 import { sql, type ExpressionBuilder, type Insertable } from 'kysely';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
 import type { ProjectionWatchIdentity, WatchRef } from './types.js';
 
 type WatchExpressions = ExpressionBuilder<Database, 'kubun_connector_projection_watch'>;
@@ -67,26 +68,24 @@ export async function deleteSupersededWatches(
   identity: ProjectionWatchIdentity,
   documentID: string,
 ): Promise<void> {
-  await store.db
-    .deleteFrom('kubun_connector_projection_watch')
-    .where('owner_did', '=', identity.ownerDID)
-    .where('model', '=', identity.model)
-    .where('document_id', '=', documentID)
-    .where((eb) =>
-      eb.or([
-        eb('connector_name', '!=', identity.connectorName),
-        eb('account_key', '!=', identity.accountKey),
-        eb('source_id', '!=', identity.sourceID),
-      ]),
-    )
-    .execute();
+  await DELETE_SUPERSEDED(store, { ...identity, documentID });
 }
+
+const DELETE_SUPERSEDED = prepared((db, v: ProjectionWatchIdentity & { documentID: string }) =>
+  db
+    .deleteFrom('kubun_connector_projection_watch')
+    .where('owner_did', '=', v.ownerDID)
+    .where('model', '=', v.model)
+    .where('document_id', '=', v.documentID)
+    .where((eb) => eb.or([eb('connector_name', '!=', v.connectorName), eb('account_key', '!=', v.accountKey), eb('source_id', '!=', v.sourceID)])),
+);
 
 /** Column values of a brand-new watch: generation 0, version 0, pending and due at `dueAt`. */
 export function newWatchValues(
-  store: StoreContext,
   input: {
     identity: ProjectionWatchIdentity;
+    /** A fresh node key (`store.getRandomID()`). */
+    nodeKey: string;
     documentID: string;
     observedWinnerDigest: string | null;
     dueAt: number;
@@ -100,7 +99,7 @@ export function newWatchValues(
     model: identity.model,
     account_key: identity.accountKey,
     source_id: identity.sourceID,
-    node_key: store.getRandomID(),
+    node_key: input.nodeKey,
     document_id: input.documentID,
     verified_state_digest: null,
     observed_winner_digest: input.observedWinnerDigest,
