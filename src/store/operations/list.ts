@@ -1,7 +1,8 @@
 /** Listing operations for the API: visibility, filters, keyset pages newest first. */
-import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
 import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
 import { OPERATION_TABLE, rowToOperation } from './row.js';
 import {
@@ -101,36 +102,45 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
   if (filterMatchesNothing(input.filter)) return { operations: [], hasMore: false };
 
   const take = direction.size + 1;
-  const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
-    let query = NEWEST_FIRST.bounded(filtered(store.db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, store.now()), input);
-    if (visibility !== null) query = query.where(visibility);
-    return NEWEST_FIRST.ordered(query, direction.forward).limit(take);
-  };
-
-  let rows: OperationRow[];
-  const viewer = input.visibleTo;
-  if (viewer === null) {
-    const query = branch(null);
-    rows = await (readsAcrossTenants(input.filter) ? query.where(ACROSS_TENANTS) : query).execute();
-  } else {
-    const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
-    // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
-    // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
-    const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
-    const visible = store.db
-      .selectFrom(
-        store.db
-          .selectFrom(asCaller.as('as_caller'))
-          .selectAll()
-          .unionAll(store.db.selectFrom(asOwnerOnly.as('as_owner')).selectAll())
-          .as('visible'),
-      )
-      .selectAll();
-    rows = await NEWEST_FIRST.ordered(visible, direction.forward).limit(take).execute();
-  }
+  // A first page without filter (the dashboard's, every view's first read): prepared per visibility.
+  const firstPage = input.filter === undefined && input.after == null && input.before == null && direction.forward;
+  const { rows } = firstPage
+    ? input.visibleTo === null
+      ? await FIRST_PAGE_ACROSS_TENANTS(store, { take })
+      : await FIRST_PAGE_OF_VIEWER(store, { viewer: input.visibleTo, take })
+    : await store.db.executeQuery(pageQuery(store.db, input, direction.forward, take, store.now()));
   const page = pageFromRows(rows, direction, rowToOperation);
   return { operations: page.items, hasMore: page.hasMore };
 }
+
+/**
+ * The statement of a page: `take` rows of `input`'s scope, filter and
+ * cursors in the newest-first order (read backward when not `forward`).
+ */
+function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperationsInput, 'after' | 'before'>, forward: boolean, take: number, now: number) {
+  const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
+    let query = NEWEST_FIRST.bounded(filtered(db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, now), input);
+    if (visibility !== null) query = query.where(visibility);
+    return NEWEST_FIRST.ordered(query, forward).limit(take);
+  };
+  const viewer = input.visibleTo;
+  if (viewer === null) {
+    const query = branch(null);
+    return readsAcrossTenants(input.filter) ? query.where(ACROSS_TENANTS) : query;
+  }
+  const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
+  // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
+  // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
+  const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
+  const visible = db
+    .selectFrom(db.selectFrom(asCaller.as('as_caller')).selectAll().unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).selectAll()).as('visible'))
+    .selectAll();
+  return NEWEST_FIRST.ordered(visible, forward).limit(take);
+}
+
+// No filter, so no clock: `now` is only read by filters.
+const FIRST_PAGE_ACROSS_TENANTS = prepared((db, v: { take: number }) => pageQuery(db, { visibleTo: null }, true, v.take, 0));
+const FIRST_PAGE_OF_VIEWER = prepared((db, v: { viewer: string; take: number }) => pageQuery(db, { visibleTo: v.viewer }, true, v.take, 0));
 
 /** Applies an operation filter's conditions to a query of the operations table. */
 export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, now: number): Q {
