@@ -66,21 +66,10 @@ const fenceValues = (fence: OperationFence, now: number): FenceValues => ({
   now,
 });
 
-/** Runs one fenced UPDATE whose new values do not depend on the row, and returns the updated row. */
-export async function fencedUpdate(
-  store: StoreContext,
-  fence: OperationFence,
-  rule: FenceRule,
-  now: number,
-  set: (eb: OperationEB) => OperationUpdate,
-): Promise<OperationRow> {
-  return fencedRounds(store, fence, rule, now, async () => fencedQuery(store.db, fenceValues(fence, now), rule, set).returningAll().executeTakeFirst());
-}
-
 /**
- * {@link fencedUpdate} as a prepared statement (src/store/prepared.ts), for
- * the holder writes of every write-back: `set` writes `values` (and `now`)
- * by name, and may not decide anything with them.
+ * A fenced UPDATE whose new values do not depend on the row, prepared
+ * (src/store/prepared.ts): `set` writes `values` (and `now`) by name, and
+ * may not decide anything with them. Runs it and returns the updated row.
  */
 export function preparedFencedUpdate<V extends object>(rule: FenceRule, set: (eb: OperationEB, values: V & { now: number }) => OperationUpdate) {
   const statement = prepared((db, v: V & FenceValues) => fencedQuery(db, v, rule, (eb) => set(eb, v)).returningAll());

@@ -1,7 +1,7 @@
 /** Fenced leases of an operation: acquire (epoch + 1), renew and release (epoch unchanged). */
 import type { StoreContext } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
-import { fencedUpdate, type FenceRule } from './fence.js';
+import { preparedFencedUpdate, type FenceRule } from './fence.js';
 import { isLeaseLive, isLiveState, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
@@ -49,6 +49,8 @@ export async function acquireOperationLease(
 
 const RENEW: FenceRule = { action: 'renew the lease', states: LIVE_OPERATION_STATES, requireLiveLease: true };
 const RELEASE: FenceRule = { action: 'release the lease', states: OPERATION_STATES, requireLiveLease: false };
+const RENEW_UPDATE = preparedFencedUpdate<{ expiresAt: number }>(RENEW, (_eb, v) => ({ lease_expires_at: v.expiresAt, updated_at: v.now }));
+const RELEASE_UPDATE = preparedFencedUpdate<object>(RELEASE, (_eb, v) => ({ lease_token: null, lease_expires_at: null, updated_at: v.now }));
 
 /**
  * Extends the holder's live lease to `now + leaseMs`; the version stays.
@@ -62,7 +64,7 @@ export async function renewOperationLease(
   requireFence(input);
   requirePositiveMs('leaseMs', input.leaseMs);
   const now = store.now();
-  const row = await fencedUpdate(store, input, RENEW, now, () => ({ lease_expires_at: now + input.leaseMs, updated_at: now }));
+  const row = await RENEW_UPDATE(store, input, now, { expiresAt: now + input.leaseMs });
   const operation = rowToOperation(row);
   return { operation, lease: { token: input.leaseToken, expiresAt: operation.leaseExpiresAt as number, version: operation.version } };
 }
@@ -76,6 +78,6 @@ export async function renewOperationLease(
 export async function releaseOperationLease(store: StoreContext, input: OperationFence): Promise<ConnectorOperation> {
   requireFence(input);
   const now = store.now();
-  const row = await fencedUpdate(store, input, RELEASE, now, () => ({ lease_token: null, lease_expires_at: null, updated_at: now }));
+  const row = await RELEASE_UPDATE(store, input, now, {});
   return rowToOperation(row);
 }
