@@ -2,6 +2,7 @@
  * Runs every benchmark in bench/ and prints their markdown tables
  * (`npm run bench`). Each benchmark is also runnable on its own.
  */
+import { runAllocationBench } from './allocation.js';
 import { runAuthCostBench } from './auth-cost.js';
 import { runConsoleBench } from './console.js';
 import { runInstructionsBench } from './instructions.js';
@@ -20,6 +21,7 @@ await runThroughputBench();
 await runStartupMemoryBench();
 await runReadStandbysBench();
 await runInstructionsBench(['list']);
+await runAllocationBench('list');
 await runConsoleBench();
 await runWriteBackWorkersBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);
