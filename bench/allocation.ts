@@ -11,6 +11,7 @@
  *
  *   npx tsx bench/allocation.ts list            (about 1 minute)
  *   ALLOCATION_TOP=60 npx tsx bench/allocation.ts sequence
+ *   ALLOCATION_CALLERS_OF=@whatwg-node/promise-helpers npx tsx bench/allocation.ts list
  *
  * Needs a reachable Postgres (PG_TEST_URL).
  */
@@ -22,6 +23,8 @@ import { generateLocalKey, mintToken } from '../src/auth/index.js';
 import { AUDIENCE, appEnv, freePort, loadRound, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
 
 const TOP = Number(process.env.ALLOCATION_TOP ?? 25);
+/** A package whose allocations are also shown by the nearest calling function outside it (who asked for them). */
+const CALLERS_OF = process.env.ALLOCATION_CALLERS_OF;
 
 interface SampledNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -82,20 +85,23 @@ async function measure(name: 'app' | 'jit', scenarioName: string, database: { ur
     const units = result.requests.total / scenario.perUnit;
     const byPackage = new Map<string, number>();
     const byFunction = new Map<string, number>();
+    const byCaller = new Map<string, number>();
     let total = 0;
-    const stack = [profile.head];
+    const stack: { node: SampledNode; caller: string }[] = [{ node: profile.head, caller: '(root)' }];
     while (stack.length > 0) {
-      const node = stack.pop()!;
+      const { node, caller } = stack.pop()!;
       const where = whereOf(node.callFrame.url);
       const pkg = /^(src|resolvers|schema|bench)\//.test(where) ? where.split('/').slice(0, 2).join('/') : where;
       byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + node.selfSize);
       const fn = `${node.callFrame.functionName || '(anonymous)'} ${where}:${node.callFrame.lineNumber + 1}`;
       byFunction.set(fn, (byFunction.get(fn) ?? 0) + node.selfSize);
+      const inside = CALLERS_OF !== undefined && where === CALLERS_OF;
+      if (inside) byCaller.set(caller, (byCaller.get(caller) ?? 0) + node.selfSize);
       total += node.selfSize;
-      stack.push(...node.children);
+      for (const child of node.children) stack.push({ node: child, caller: inside || where.startsWith('(V8') ? caller : fn });
     }
     const kib = (bytes: number) => (bytes / units / 1_024).toFixed(1);
-    return { total: kib(total), units, byPackage, byFunction, kib };
+    return { total: kib(total), units, byPackage, byFunction, byCaller, kib };
   } finally {
     target.process.kill('SIGKILL');
   }
@@ -122,6 +128,9 @@ export async function runAllocationBench(scenarioName = 'list'): Promise<void> {
       for (const [where, bytes] of [...result.byPackage].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`| ${result.kib(bytes)} | ${where} |`);
       console.log(`\n${name}: KiB per unit by function (top ${TOP})\n\n| KiB | function |\n|--:|---|`);
       for (const [fn, bytes] of [...result.byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`| ${result.kib(bytes)} | ${fn.replaceAll('|', '\\|')} |`);
+      if (CALLERS_OF === undefined) continue;
+      console.log(`\n${name}: KiB per unit allocated in ${CALLERS_OF}, by the nearest calling function outside it (top ${TOP})\n\n| KiB | caller |\n|--:|---|`);
+      for (const [fn, bytes] of [...result.byCaller].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`| ${result.kib(bytes)} | ${fn.replaceAll('|', '\\|')} |`);
     }
   } finally {
     await database.drop();
