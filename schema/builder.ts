@@ -18,6 +18,7 @@ import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
+import PlainEdgeNodesPlugin, { PLAIN_EDGE_NODE } from './plain-edge-nodes.js';
 import SyncGlobalIDsPlugin from './sync-global-ids.js';
 import { DateTimeScalar, parseDID } from './scalars.js';
 
@@ -54,6 +55,8 @@ export const builder = new SchemaBuilder<{
     ValidationPlugin,
     // After validation (hooks run last-listed first): it hands its NUL check to the validation plugin.
     NoNulStringsPlugin,
+    // Just before the dataloader plugin: it drops only that plugin's wrapper of an edge's node (held as is).
+    PlainEdgeNodesPlugin,
     DataloaderPlugin,
     SimpleObjectsPlugin,
     ComplexityPlugin,
@@ -88,7 +91,8 @@ export const builder = new SchemaBuilder<{
     startCursorFieldOptions: { description: 'Cursor of the page’s first item (pass it as `before`); null when the page is empty.' },
     endCursorFieldOptions: { description: 'Cursor of the page’s last item (pass it as `after` for the next page); null when the page is empty.' },
     cursorFieldOptions: { description: 'Opaque cursor of this item, valid only in the connection it came from: pass it as `after` or `before`.' },
-    nodeFieldOptions: { description: 'The item at this place in the page.' },
+    // Edges hold their node itself: the field reads it without a resolver (plain-edge-nodes.ts).
+    nodeFieldOptions: { description: 'The item at this place in the page.', extensions: { [PLAIN_EDGE_NODE]: true } },
     firstArgOptions: {
       description: `Page forward: at most this many items (0 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE} when neither \`first\` nor \`last\` is given). Not with \`last\`.`,
     },
