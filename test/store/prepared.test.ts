@@ -7,6 +7,7 @@
  */
 import type { KyselyPlugin } from 'kysely';
 import { expect, it } from 'vitest';
+import * as operations from '../../src/store/operations/index.js';
 import { prepared, preparedForList } from '../../src/store/prepared.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
@@ -97,5 +98,37 @@ describeEachDialect('prepared statements', (suite) => {
     await count(withPlugin, { callerDID: CALLER });
     await count(withPlugin, { callerDID: OWNER });
     expect(resultsOfTransformed).toBe(2);
+  });
+
+  it('the first page of operations is prepared when the filter sets nothing, as the API passes it (`{}`), and built when it filters', async () => {
+    for (const id of ['a', 'b', 'c']) await claimFresh(suite.store, { operationID: id, callerDID: CALLER, ownerDID: OWNER });
+    // The statement trees run: a prepared statement passes its one template each time.
+    const ran: unknown[] = [];
+    const db = new Proxy(suite.store.db, {
+      get: (target, property) => {
+        if (property === 'executeQuery') {
+          return (query: Parameters<typeof target.executeQuery>[0]) => {
+            ran.push(query.query);
+            return target.executeQuery(query);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const store = { ...suite.store, db };
+    const keys = async (filter: operations.OperationFilter | undefined, visibleTo: string | null = null) =>
+      (await operations.listOperations(store, { visibleTo, first: 3, ...(filter !== undefined && { filter }) })).operations.map((op) => op.operationID).sort();
+    expect(await keys(undefined)).toEqual(['a', 'b', 'c']);
+    expect(await keys({})).toEqual(['a', 'b', 'c']);
+    expect(await keys({ states: undefined, ownerDID: undefined })).toEqual(['a', 'b', 'c']);
+    expect(await keys({ states: ['attempted'] })).toEqual(['a', 'b', 'c']);
+    expect(ran[1]).toBe(ran[0]);
+    expect(ran[2]).toBe(ran[0]);
+    expect(ran[3]).not.toBe(ran[0]);
+    expect(await keys({}, CALLER)).toEqual(['a', 'b', 'c']);
+    expect(await keys(undefined, CALLER)).toEqual(['a', 'b', 'c']);
+    expect(ran[5]).toBe(ran[4]);
+    expect(ran[4]).not.toBe(ran[0]);
   });
 });

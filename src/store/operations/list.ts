@@ -103,7 +103,7 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
 
   const take = direction.size + 1;
   // A first page without filter (the dashboard's, every view's first read): prepared per visibility.
-  const firstPage = input.filter === undefined && input.after == null && input.before == null && direction.forward;
+  const firstPage = setsNoCondition(input.filter) && input.after == null && input.before == null && direction.forward;
   const { rows } = firstPage
     ? input.visibleTo === null
       ? await FIRST_PAGE_ACROSS_TENANTS(store, { take })
@@ -214,6 +214,16 @@ export function matchesOperationFilter(op: ConnectorOperation, filter: Operation
     (filter.updatedBefore === undefined || op.updatedAt < filter.updatedBefore) &&
     (filter.stuck === undefined || filter.stuck === stuck)
   );
+}
+
+/**
+ * Whether a filter sets no condition: absent, or every field undefined (the
+ * API passes `{}` when a client sends no filter).
+ */
+export function setsNoCondition(filter: OperationFilter | undefined): boolean {
+  if (filter === undefined) return true;
+  for (const key in filter) if ((filter as Record<string, unknown>)[key] !== undefined) return false;
+  return true;
 }
 
 /** Refuses a scope with an empty viewer or an unknown state. */
