@@ -19,6 +19,7 @@ import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
 import NoNulStringsPlugin from './no-nul-strings.js';
 import PlainEdgeNodesPlugin, { PLAIN_EDGE_NODE } from './plain-edge-nodes.js';
+import { captureResolvedNodes, restoreResolvedNodes } from './resolved-nodes.js';
 import SyncGlobalIDsPlugin from './sync-global-ids.js';
 import { DateTimeScalar, parseDID } from './scalars.js';
 
@@ -57,7 +58,10 @@ export const builder = new SchemaBuilder<{
     NoNulStringsPlugin,
     // Just before the dataloader plugin: it drops only that plugin's wrapper of an edge's node (held as is).
     PlainEdgeNodesPlugin,
+    // Around the dataloader plugin: its wrapper comes off fields that resolve nodes, never ids (resolved-nodes.ts).
+    restoreResolvedNodes,
     DataloaderPlugin,
+    captureResolvedNodes,
     SimpleObjectsPlugin,
     ComplexityPlugin,
     // Last, so its wrapResolve sees each node id field's own resolver first: ids without a promise per row.

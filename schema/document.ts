@@ -15,6 +15,7 @@ import { ObservationRecord, ObservationRepair } from './observation.js';
 import { SweepCandidate } from './sweep.js';
 import { documentIDInput } from './inputs.js';
 import { ConnectorOperation } from './operation.js';
+import { RESOLVES_NODES } from './resolved-nodes.js';
 import { ProjectionWatch } from './watch.js';
 
 /** Most documents one `documents` call may name. */
@@ -28,12 +29,14 @@ const DocumentConnectorState = builder.objectRef<{ documentID: string }>('Docume
       type: [ConnectorOperation],
       description: 'Write-back operations that produced or updated the document, newest first.',
       resolve: (doc, _args, ctx) => documentLoaders(ctx).operations.load(doc.documentID),
+      extensions: { [RESOLVES_NODES]: true },
     }),
     watch: t.field({
       type: ProjectionWatch,
       nullable: true,
       description: 'The newest watch of the document the viewer may see; null when none.',
       resolve: (doc, _args, ctx) => documentLoaders(ctx).watch.load(doc.documentID),
+      extensions: { [RESOLVES_NODES]: true },
     }),
     entityTrim: t.field({
       type: EntityTrim,

@@ -23,6 +23,7 @@ import { connectionComplexity, firstComplexity } from './complexity.js';
 import { builder } from './builder.js';
 import { DeferReason, enumValues } from './enums.js';
 import { nameInput, textInput } from './inputs.js';
+import { RESOLVES_NODES } from './resolved-nodes.js';
 import { ProjectionWatch } from './watch.js';
 
 export const ConnectorOperationState = builder.enumType('ConnectorOperationState', {
@@ -218,6 +219,8 @@ builder.objectField(ConnectorOperation, 'watch', (t) =>
     description: 'The watch of the document this operation wrote, if any and visible.',
     // Batched per request (one statement per page); synchronous null when the operation has no document.
     resolve: (op, _args, ctx) => watchOfDocument(op.documentID, ctx),
+    // It loads the watch itself: no id for the dataloader plugin to load (resolved-nodes.ts).
+    extensions: { [RESOLVES_NODES]: true },
   }),
 );
 

@@ -108,7 +108,7 @@ describeEachDialect('prepared statements', (suite) => {
       get: (target, property) => {
         if (property === 'executeQuery') {
           return (query: Parameters<typeof target.executeQuery>[0]) => {
-            ran.push(query.query);
+            ran.push('query' in query ? query.query : query);
             return target.executeQuery(query);
           };
         }
