@@ -15,7 +15,7 @@ import {
   type OperationScope,
 } from '../../src/store/operations/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, commitDirectly, keyOf } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, commitDirectly, keyOf, setColumns } from '../helpers/operation-claim-fixtures.js';
 import { withStatementCounter } from '../helpers/statement-counter.js';
 import { NEWEST_FIRST, type NewestFirstCursor } from '../../src/store/page.js';
 
@@ -63,6 +63,40 @@ describeEachDialect('operations: reads and listings', (suite) => {
       expect(statements).toHaveLength(1);
     });
   });
+
+    it('a listed operation is the one read by key: the same values, keys in the same order, secrets left out (every page shape)', async () => {
+      const plain = (await claimFresh(suite.store, { operationID: 'plain', callerDID: VIEWER, ownerDID: SOMEONE })).operation;
+      suite.clock.advance(1_000);
+      await claimFresh(suite.store, { operationID: 'full', callerDID: SOMEONE, ownerDID: VIEWER });
+      const full = keyOf({ callerDID: SOMEONE, operationID: 'full' });
+      await commitDirectly(suite.store, full, 'doc-1', { nested: { list: [1, 'two', null] } });
+      await setColumns(suite.store, full, {
+        send_marker: 'marker',
+        last_error: 'boom',
+        last_kind: 'retryable',
+        last_http_status: 503,
+        defer_reason: 'rate_limited',
+        next_attempt_at: suite.clock.now() + 5_000,
+        provider_etag: 'etag-1',
+      });
+      const expected = [await getOperationByKey(suite.store, full), await getOperationByKey(suite.store, keyOf(plain))];
+      expect(expected[0]).toMatchObject({ sendMarkerSet: true, resultEntity: { nested: { list: [1, 'two', null] } }, lastHTTPStatus: 503 });
+      expect(expected[1]).toMatchObject({ sendMarkerSet: false, resultEntity: null });
+      const pages = [
+        await listOperations(suite.store, { visibleTo: null, first: 5 }),
+        await listOperations(suite.store, { visibleTo: VIEWER, first: 5 }),
+        await listOperations(suite.store, { visibleTo: VIEWER, first: 5, filter: { connectorName: plain.connectorName } }),
+        await listOperations(suite.store, { visibleTo: null, last: 5 }),
+      ];
+      for (const page of pages) {
+        expect(page.operations).toEqual(expected);
+        for (const [i, op] of page.operations.entries()) {
+          expect(Object.keys(op)).toEqual(Object.keys(expected[i]!));
+          expect(Object.keys(op)).not.toContain('leaseToken');
+          expect(JSON.stringify(op)).not.toContain('marker"');
+        }
+      }
+    });
 
   describe('listOperations and counts', () => {
     /** 24 operations over 8 instants (three share each), mixed callers, owners, connectors, states. */

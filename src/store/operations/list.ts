@@ -4,7 +4,7 @@ import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
 import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
-import { OPERATION_TABLE, rowToOperation } from './row.js';
+import { finishOperation, OPERATION_TABLE, operationAsDomain } from './row.js';
 import {
   LIVE_OPERATION_STATES,
   OPERATION_DEFER_REASONS,
@@ -109,7 +109,7 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
       ? await FIRST_PAGE_ACROSS_TENANTS(store, { take })
       : await FIRST_PAGE_OF_VIEWER(store, { viewer: input.visibleTo, take })
     : await store.db.executeQuery(pageQuery(store.db, input, direction.forward, take, store.now()));
-  const page = pageFromRows(rows, direction, rowToOperation);
+  const page = pageFromRows(rows as Record<string, unknown>[], direction, finishOperation);
   return { operations: page.items, hasMore: page.hasMore };
 }
 
@@ -125,7 +125,7 @@ function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperat
   };
   const viewer = input.visibleTo;
   if (viewer === null) {
-    const query = branch(null);
+    const query = branch(null).clearSelect().select(operationAsDomain);
     return readsAcrossTenants(input.filter) ? query.where(ACROSS_TENANTS) : query;
   }
   const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
@@ -134,7 +134,7 @@ function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperat
   const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
   const visible = db
     .selectFrom(db.selectFrom(asCaller.as('as_caller')).selectAll().unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).selectAll()).as('visible'))
-    .selectAll();
+    .select(operationAsDomain);
   return NEWEST_FIRST.ordered(visible, forward).limit(take);
 }
 
