@@ -9,7 +9,7 @@ import { createReadRouter } from '../db/read-replicas.js';
 import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
 import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
 import { createStoreContext } from '../store/context.js';
-import { sql } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import { createServerApp } from './app.js';
 import { loadConsoleBuild, type ConsoleBuild } from './console-build.js';
 import { createPostgresRateLimiter } from './rate-limit.js';
@@ -80,7 +80,8 @@ async function main(): Promise<void> {
       ? await createPostgresChangeFeed({
           connectionString: listenTarget.connectionString,
           publish: async (channel, payload) => {
-            await sql`select pg_notify(${channel}, ${payload})`.execute(database.db);
+            // Written out, not built with Kysely: one per committed write.
+            await database.db.executeQuery(CompiledQuery.raw('select pg_notify($1, $2)', [channel, payload]));
           },
           logger,
         })

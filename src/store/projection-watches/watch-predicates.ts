@@ -3,7 +3,7 @@
  * rule, the values of a freshly inserted watch and of a new verification
  * generation. Internal to the store.
  */
-import { sql, type ExpressionBuilder, type Insertable } from 'kysely';
+import { CompiledQuery, type ExpressionBuilder, type Insertable } from 'kysely';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
@@ -55,7 +55,8 @@ export async function lockDocumentWatchSlot(
 ): Promise<void> {
   if (store.dialect !== 'postgres') return;
   const key = JSON.stringify([slot.ownerDID, slot.model, slot.documentID]);
-  await sql`select pg_advisory_xact_lock(${WATCH_SLOT_LOCK_CLASS}, hashtext(${key}))`.execute(store.db);
+  // Written out, not built: Postgres only, and on the write-back path of every finalize.
+  await store.db.executeQuery(CompiledQuery.raw('select pg_advisory_xact_lock($1, hashtext($2))', [WATCH_SLOT_LOCK_CLASS, key]));
 }
 
 /**
