@@ -10,6 +10,14 @@
  *   PROFILE_TARGET=floor PROFILE_DIALECT=sqlite npx tsx bench/profile.ts list
  *   PROFILE_TARGET=jit npx tsx bench/profile.ts list      (the jit floor)
  *   PROFILE_TOP=40 BENCH_SECONDS=8 npx tsx bench/profile.ts typename
+ *   PROFILE_APP=sources npx tsx bench/profile.ts list   (the app's sources through tsx)
+ *
+ * The app runs as `npm start` runs it, from its bundle (scripts/start.mjs):
+ * its own code is then one package, "the server (bundle)". With
+ * PROFILE_APP=sources it runs from its sources through tsx, which names each
+ * project file, at a price the bundle does not pay: tsx keeps function names
+ * with a `__name(…)` call each time a function is made (a few per cent of a
+ * request, misattributed to the files that make closures).
  *
  * The scenario is a substring of a throughput scenario's name (typename,
  * list, claim, sequence). The raw profile stays in the printed directory and
@@ -38,6 +46,8 @@ interface Profile {
 const DIALECT = process.env.PROFILE_DIALECT ?? 'postgres';
 const TARGET = process.env.PROFILE_TARGET ?? 'app';
 const TOP = Number(process.env.PROFILE_TOP ?? 25);
+/** `bundle` (default, as npm start runs it) or `sources` (through tsx, each project file named). */
+const APP = process.env.PROFILE_APP ?? 'bundle';
 /** PROFILE_INCLUSIVE=all: inclusive times of every function, packages' too. */
 const ALL = process.env.PROFILE_INCLUSIVE === 'all';
 
@@ -45,6 +55,7 @@ const ALL = process.env.PROFILE_INCLUSIVE === 'all';
 function packageOf(url: string): string {
   if (url === '') return '(native / V8)';
   if (url.startsWith('node:')) return 'node: (core)';
+  if (url.includes('/node_modules/.cache/connector-store-server/')) return 'the server (bundle)';
   const modules = url.lastIndexOf('/node_modules/');
   if (modules >= 0) {
     const rest = url.slice(modules + '/node_modules/'.length).split('/');
@@ -129,7 +140,7 @@ async function main(): Promise<void> {
       await seed(DIALECT, database.url, key.did);
     } else {
       target = await startProcess(
-        'src/server/main.ts',
+        APP === 'sources' ? 'src/server/main.ts' : 'scripts/start.mjs',
         { ...common, ...appEnv(key.did) },
         '/readyz',
         nodeArgs,

@@ -20,19 +20,33 @@ type RowFactory = (values: readonly unknown[]) => Record<string, unknown>;
 
 /** Column lists seen; a process issues a fixed set of statements, so this stays small. Bounded anyway. */
 const MAX_FACTORIES = 2_000;
-const factories = new Map<string, RowFactory>();
+/** By first column name and count, the column lists seen and their builders (compared name by name: no key string per result). */
+const factories = new Map<string, { names: readonly string[]; factory: RowFactory }[]>();
+let factoryCount = 0;
 
 /** The builder of rows for these columns. */
 export function rowFactory(fields: readonly { name: string }[]): RowFactory {
-  let key = '';
-  for (const field of fields) key += `${field.name}\u0000`;
-  let factory = factories.get(key);
-  if (factory === undefined) {
-    factory = makeFactory(fields.map((field) => field.name));
-    if (factories.size >= MAX_FACTORIES) factories.clear();
-    factories.set(key, factory);
+  const bucket = `${fields.length}\u0000${fields[0]?.name ?? ''}`;
+  const candidates = factories.get(bucket);
+  if (candidates !== undefined) {
+    for (const candidate of candidates) if (sameNames(candidate.names, fields)) return candidate.factory;
   }
+  if (factoryCount >= MAX_FACTORIES) {
+    factories.clear();
+    factoryCount = 0;
+  }
+  const names = fields.map((field) => field.name);
+  const factory = makeFactory(names);
+  const list = factories.get(bucket);
+  if (list === undefined) factories.set(bucket, [{ names, factory }]);
+  else list.push({ names, factory });
+  factoryCount++;
   return factory;
+}
+
+function sameNames(names: readonly string[], fields: readonly { name: string }[]): boolean {
+  for (let i = 0; i < names.length; i++) if (names[i] !== fields[i]!.name) return false;
+  return true;
 }
 
 function makeFactory(names: readonly string[]): RowFactory {

@@ -38,6 +38,14 @@ describe('rowFactory', () => {
   it('reuses the builder of a column list', () => {
     expect(rowFactory([{ name: 'p' }, { name: 'q' }])).toBe(rowFactory([{ name: 'p' }, { name: 'q' }]));
     expect(rowFactory([{ name: 'p' }, { name: 'q' }])).not.toBe(rowFactory([{ name: 'q' }, { name: 'p' }]));
+    // Same first column and count, another column after it: another list, another builder, each kept.
+    const pq = rowFactory([{ name: 'p' }, { name: 'q' }]);
+    const pr = rowFactory([{ name: 'p' }, { name: 'r' }]);
+    expect(pr).not.toBe(pq);
+    expect(pr(['1', '2'])).toEqual({ p: '1', r: '2' });
+    expect(rowFactory([{ name: 'p' }, { name: 'q' }])).toBe(pq);
+    expect(rowFactory([{ name: 'p' }, { name: 'r' }])).toBe(pr);
+    expect(rowFactory([{ name: 'p' }])).not.toBe(pq);
   });
 });
 
