@@ -12,6 +12,7 @@
  *   npx tsx bench/allocation.ts list            (about 1 minute)
  *   ALLOCATION_TOP=60 npx tsx bench/allocation.ts sequence
  *   ALLOCATION_CALLERS_OF=@whatwg-node/promise-helpers npx tsx bench/allocation.ts list
+ *   BENCH_APP_ENV=METRICS=false ALLOCATION_NODE_ARGS=--max-semi-space-size=8 npx tsx bench/allocation.ts list
  *
  * Needs a reachable Postgres (PG_TEST_URL).
  */
@@ -25,6 +26,8 @@ import { AUDIENCE, appEnv, freePort, loadRound, scenarios, scratchDatabase, seed
 const TOP = Number(process.env.ALLOCATION_TOP ?? 25);
 /** A package whose allocations are also shown by the nearest calling function outside it (who asked for them). */
 const CALLERS_OF = process.env.ALLOCATION_CALLERS_OF;
+/** Settings for the app, as in bench/throughput.ts: BENCH_APP_ENV=METRICS=false,… */
+const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 
 interface SampledNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -67,11 +70,12 @@ function whereOf(url: string): string {
 async function measure(name: 'app' | 'jit', scenarioName: string, database: { url: string }, did: string, token: string) {
   const scenario = scenarios().find((s) => s.name.includes(scenarioName))!;
   const inspectPort = await freePort();
-  const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`];
+  // ALLOCATION_NODE_ARGS: more flags for both processes' node (V8 flags too), space-separated.
+  const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`, ...(process.env.ALLOCATION_NODE_ARGS ?? '').split(' ').filter((a) => a !== '')];
   const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: did };
   const target: Target =
     name === 'app'
-      ? await startProcess('scripts/start.mjs', { ...common, ...appEnv(did) }, '/readyz', nodeArgs)
+      ? await startProcess('scripts/start.mjs', { ...common, ...appEnv(did), ...APP_ENV }, '/readyz', nodeArgs)
       : await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga-jit' }, '/graphql?query=%7B__typename%7D', nodeArgs);
   const headers = { authorization: `Bearer ${token}` };
   try {

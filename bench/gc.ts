@@ -9,9 +9,11 @@
  *
  *   npx tsx bench/gc.ts list          (typename, list, claim, sequence; Postgres; about a minute)
  *   BENCH_APP_ENV=METRICS=false npx tsx bench/gc.ts list
+ *   GC_TARGETS=app npx tsx bench/gc.ts list      (the app alone)
+ *   GC_NODE_ARGS='--no-page-promotion' GC_KEEP_TRACE=/tmp npx tsx bench/gc.ts list
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDatabaseURL } from '../src/db/connect.js';
@@ -20,6 +22,9 @@ import { generateLocalKey, mintToken } from '../src/auth/index.js';
 import { AUDIENCE, appEnv, freePort, load, scenarios, scratchDatabase, seed, type Measured } from './throughput.js';
 
 const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
+
+/** More flags for both processes' node (V8 flags too), space-separated: GC_NODE_ARGS='--no-allocation-site-pretenuring'. */
+const NODE_ARGS = (process.env.GC_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 
 interface Collections {
   measured: Measured;
@@ -46,7 +51,7 @@ async function measure(target: 'app' | 'jit', wanted: string): Promise<Collectio
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
   if (target === 'jit') await migrateOverOwnConnection(parseDatabaseURL(database.url));
   const args = target === 'app' ? ['scripts/start.mjs'] : ['--import', 'tsx', 'bench/baselines/raw-sql.ts'];
-  const child = spawn(process.execPath, ['--trace-gc-nvp', ...args], {
+  const child = spawn(process.execPath, ['--trace-gc-nvp', ...NODE_ARGS, ...args], {
     env: target === 'app' ? { ...env, ...appEnv(key.did), ...APP_ENV } : { ...env, BASELINE: 'yoga-jit' },
     stdio: ['ignore', openSync(traceFile, 'w'), 'inherit'],
   });
@@ -63,6 +68,8 @@ async function measure(target: 'app' | 'jit', wanted: string): Promise<Collectio
     const before = readFileSync(traceFile, 'utf8').split('\n').length;
     const measured = await load({ url, process: child }, scenario.app(), scenario.perUnit, headers);
     const lines = readFileSync(traceFile, 'utf8').split('\n').slice(before);
+    // GC_KEEP_TRACE=dir keeps each target's --trace-gc-nvp lines of the measured load (every field V8 prints).
+    if (process.env.GC_KEEP_TRACE) writeFileSync(join(process.env.GC_KEEP_TRACE, `trace-gc-${target}.log`), lines.join('\n'));
     return { measured, scavenges: lines.filter((l) => l.includes(' gc=s ')), markCompacts: lines.filter((l) => l.includes(' gc=mc ')) };
   } finally {
     child.kill('SIGKILL');
@@ -74,7 +81,9 @@ async function measure(target: 'app' | 'jit', wanted: string): Promise<Collectio
 
 const wanted = process.argv[2] ?? 'list';
 const rows: string[] = [];
-for (const target of ['app', 'jit'] as const) {
+/** GC_TARGETS=app measures the app alone (a quicker loop when trying a change). */
+const targets = (process.env.GC_TARGETS ?? 'app,jit').split(',').filter((t): t is 'app' | 'jit' => t === 'app' || t === 'jit');
+for (const target of targets) {
   const { measured, scavenges, markCompacts } = await measure(target, wanted);
   // load() runs BENCH_SECONDS (default 4) of load; rps counts the scenario's units (a sequence is one).
   const units = measured.rps * Number(process.env.BENCH_SECONDS ?? 4);
