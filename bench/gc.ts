@@ -90,11 +90,12 @@ for (const target of targets) {
   const mean = (name: string) => scavenges.reduce((sum, l) => sum + field(l, name), 0) / Math.max(scavenges.length, 1);
   const pause = (lines: string[]) => lines.reduce((sum, l) => sum + field(l, 'pause'), 0);
   const kib = (bytes: number) => (bytes / 1024).toFixed(0);
+  const sum = (name: string) => scavenges.reduce((total, l) => total + field(l, name), 0);
   rows.push(
-    `| ${target === 'app' ? 'app' : 'jit floor'} | ${measured.rps.toFixed(0)} | ${scavenges.length} | ${mean('pause').toFixed(2)} | ${kib(mean('allocated'))} | ${kib(mean('new_space_survived'))} | ${kib(mean('promoted'))} | ${markCompacts.length} (${pause(markCompacts).toFixed(0)} ms) | ${((pause(scavenges) + pause(markCompacts)) / units).toFixed(3)} |`,
+    `| ${target === 'app' ? 'app' : 'jit floor'} | ${measured.rps.toFixed(0)} | ${scavenges.length} | ${mean('pause').toFixed(2)} | ${kib(mean('allocated'))} | ${kib(mean('new_space_survived'))} | ${kib(mean('promoted'))} | ${markCompacts.length} (${pause(markCompacts).toFixed(0)} ms) | ${(sum('allocated') / units / 1024).toFixed(0)} | ${(sum('promoted') / units / 1024).toFixed(1)} | ${((pause(scavenges) + pause(markCompacts)) / units).toFixed(3)} |`,
   );
 }
 console.log(`\n### Garbage collection under "${wanted}" (Postgres, the measured load; per scavenge: mean)\n`);
-console.log('| target | req/s | scavenges | pause ms | allocated KiB | survived KiB | promoted KiB | mark-compacts | GC pause ms per unit |');
-console.log('|---|--:|--:|--:|--:|--:|--:|--:|--:|');
+console.log('| target | req/s | scavenges | pause ms | allocated KiB | survived KiB | promoted KiB | mark-compacts | allocated KiB per unit | promoted KiB per unit | GC pause ms per unit |');
+console.log('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
 for (const row of rows) console.log(row);

@@ -75,23 +75,38 @@ export function forwardPageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>
  */
 export function toConnection<T, C>(request: PageRequest<C>, page: { items: T[]; hasMore: boolean }, keyset: { cursorOf(item: NoInfer<T>): unknown }) {
   const cursorOf = (item: T) => keyset.cursorOf(item);
-  // Cursors are encoded only when selected: most pages ask for the end cursor alone, or none.
-  const cursorOfItem = (item: T | undefined) => (item === undefined ? null : encodeCursor(cursorOf(item)));
   const edges = page.items.map((node) => new Edge(node, cursorOf));
   const forward = request.last === undefined;
-  return {
-    edges,
-    pageInfo: {
-      hasNextPage: forward ? page.hasMore : request.before !== undefined,
-      hasPreviousPage: forward ? request.after !== undefined : page.hasMore,
-      get startCursor() {
-        return cursorOfItem(page.items[0]);
-      },
-      get endCursor() {
-        return cursorOfItem(page.items.at(-1));
-      },
-    },
-  };
+  const hasNextPage = forward ? page.hasMore : request.before !== undefined;
+  const hasPreviousPage = forward ? request.after !== undefined : page.hasMore;
+  return { edges, pageInfo: new PageInfo(page.items, cursorOf, hasNextPage, hasPreviousPage) };
+}
+
+/**
+ * Where a page stands: a class, its cursors getters on the prototype,
+ * encoded only when selected (most pages ask for the end cursor alone, or
+ * none). An object literal with getters made, besides two closures per
+ * page, a map of its own that V8 keeps in the old generation, whose
+ * accessors pointed at the page: every listed row then outlived the
+ * young-generation collections until a full one (issue 21: with only
+ * `pageInfo` selected, 50 rows promoted 25 KiB per request; none with the
+ * class).
+ */
+class PageInfo<T> {
+  constructor(
+    private readonly items: readonly T[],
+    private readonly cursorOf: (item: T) => unknown,
+    readonly hasNextPage: boolean,
+    readonly hasPreviousPage: boolean,
+  ) {}
+
+  get startCursor(): string | null {
+    return this.items.length === 0 ? null : encodeCursor(this.cursorOf(this.items[0]!));
+  }
+
+  get endCursor(): string | null {
+    return this.items.length === 0 ? null : encodeCursor(this.cursorOf(this.items[this.items.length - 1]!));
+  }
 }
 
 /**

@@ -267,11 +267,7 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     client.query = ((...args: unknown[]) => {
       // Plain statements (all of Kysely's) come back as arrays and become objects in pg-rows.ts: the same rows, built faster.
-      const result = isPlainStatement(args)
-        ? (query({ text: args[0], values: args[1], rowMode: 'array' }) as Promise<pg.QueryResult | pg.QueryResult[]>).then((r) =>
-            Array.isArray(r) ? r.map(withObjectRows) : withObjectRows(r),
-          )
-        : query(...args);
+      const result = isPlainStatement(args) ? plainStatement(query, args[0], args[1]) : query(...args);
       if (result instanceof Promise) {
         result.catch((error: unknown) => {
           if (classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
@@ -284,6 +280,28 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     // Idle clients: already reported through the client listener above.
   });
   return pool;
+}
+
+/**
+ * A plain statement, its rows fetched as arrays and built into objects
+ * (pg-rows.ts). pg is called with a callback, not for its promise: on its
+ * promise path V8 pretenures some of pg's per-statement objects (allocates
+ * them straight into the old generation), and every row they point to then
+ * outlives the young-generation collections until a full one (issue 21:
+ * about 20 KiB promoted per dashboard list, none with the callback;
+ * `npx tsx bench/gc.ts list`). As pg's promise does, a failure gets a stack
+ * trace that leads back to the caller instead of to the socket.
+ */
+function plainStatement(query: (...args: unknown[]) => unknown, text: string, values: unknown[] | undefined): Promise<pg.QueryResult | pg.QueryResult[]> {
+  return new Promise<pg.QueryResult | pg.QueryResult[]>((resolve, reject) => {
+    query({ text, values, rowMode: 'array' }, (error: Error | null, result: pg.QueryResult | pg.QueryResult[]) => {
+      if (error) reject(error);
+      else resolve(Array.isArray(result) ? result.map(withObjectRows) : withObjectRows(result));
+    });
+  }).catch((error: unknown) => {
+    if (error instanceof Error) Error.captureStackTrace(error);
+    throw error;
+  });
 }
 
 /**
