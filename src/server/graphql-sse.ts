@@ -104,16 +104,33 @@ interface Reservation {
   timer: ReturnType<typeof setTimeout>;
 }
 
+/** What the graphql-sse endpoint notes about one request it handles. */
+interface RequestNotes {
+  /** The authenticated viewer's DID. */
+  viewer?: string;
+  /** The socket's remote address (no proxy header is trusted), for admission. */
+  address?: string;
+  /** The server context (the socket, for the per-IP rate limit) the handler runs the request with. */
+  serverContext?: Record<string, unknown>;
+  /** A request this file makes itself to dispose of an unopened reservation. */
+  internal?: boolean;
+}
+
 /** The graphql-sse endpoint with authentication, owner-bound stream tokens and caps (see the file comment). */
 export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
   const { auth, admission, now, maxStreamsPerViewer = 20, maxStreams = 1_000, register, reservationTimeoutMs = RESERVATION_TIMEOUT_MS, maxBacklog = MAX_BACKLOG, stallMs = STALL_MS } = options;
   const key = randomBytes(32);
-  const viewerOf = new WeakMap<Request, string>();
-  /** The socket's remote address of each request (no proxy header is trusted), for admission. */
-  const addressOf = new WeakMap<Request, string>();
+  /**
+   * What this endpoint notes about each request it handles (the viewer, the socket's remote
+   * address, the server context), kept on the request under a symbol of this plugin: a
+   * process-wide WeakMap keyed per request is kept through every young-generation collection
+   * (docs/architecture.md, "Per-request objects must die young").
+   */
+  const NOTES = Symbol('connector-store.graphql-sse');
+  type Noted = Request & { [NOTES]?: RequestNotes };
+  const notesOf = (request: Request): RequestNotes => ((request as Noted)[NOTES] ??= {});
+  const noted = (request: Request): RequestNotes | undefined => (request as Noted)[NOTES];
   const admit = options.admit ?? defaultAdmission(maxStreamsPerViewer, maxStreams);
-  /** Requests this file makes itself to dispose of an unopened reservation. */
-  const internal = new WeakSet<Request>();
   const reservations = new Map<string, Reservation>();
   /** Open event streams: single-connection ones by token, distinct-mode ones by request. */
   const streams = new Map<string | Request, OpenStream>();
@@ -139,15 +156,13 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
   };
 
   let yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>> | undefined;
-  /** The server context (the socket, for the per-IP rate limit) of each request the handler runs. */
-  const serverContexts = new WeakMap<Request, Record<string, unknown>>();
   const handler = createHandler(
     {
       // Every operation through the yoga app's own parse, validate, context, execute and
       // subscribe (prepareOperation): the refusals and codes of /graphql.
       onSubscribe: async (req, params) => {
         const request = req.raw;
-        const enveloped = yoga!.getEnveloped({ ...serverContexts.get(request), request, params });
+        const enveloped = yoga!.getEnveloped({ ...noted(request)?.serverContext, request, params });
         const prepared = await prepareOperation(enveloped, params, request.method);
         if ('errors' in prepared) {
           // Refused before anything ran: as on /graphql, an HTTP answer (in single-connection mode, to the operation's POST).
@@ -174,14 +189,14 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
       // (for a PUT: the reservation's; otherwise one no stream has, i.e. distinct mode or "not found").
       authenticate: async (req) => {
         const request = req.raw;
-        const did = viewerOf.get(request);
+        const did = noted(request)?.viewer;
         const sent = request.headers.get(TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token');
-        if (internal.has(request) && sent !== null) return sent;
+        if (noted(request)?.internal === true && sent !== null) return sent;
         if (did === undefined) return refused(401, 'a bearer token is required', 'UNAUTHENTICATED');
         if (request.method === 'PUT') {
           let releaseStream: () => void;
           try {
-            releaseStream = await admit({ viewerDID: did, ip: addressOf.get(request) ?? null });
+            releaseStream = await admit({ viewerDID: did, ip: noted(request)?.address ?? null });
           } catch (error) {
             if (error instanceof AdmissionRefusedError) return refused(error.status, error.message, error.code);
             throw error;
@@ -247,10 +262,11 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
       target = admitted.request;
       admission.noteDerived(request, target);
     }
-    viewerOf.set(target, did);
+    const notes = notesOf(target);
+    notes.viewer = did;
     const address = (payload.serverContext as { req?: { socket?: { remoteAddress?: string } } } | undefined)?.req?.socket?.remoteAddress;
-    if (address !== undefined) addressOf.set(target, address);
-    serverContexts.set(target, payload.serverContext as Record<string, unknown>);
+    if (address !== undefined) notes.address = address;
+    notes.serverContext = payload.serverContext as Record<string, unknown>;
     endResponse(track(target, await handler(target)));
   }
 
@@ -325,7 +341,7 @@ export function useGraphQLSSEProtocol(options: GraphQLSSEOptions): Plugin {
     if (reservation === undefined || reservation.opened) return;
     release(token);
     const request = new Request(`http://internal${GRAPHQL_SSE_ENDPOINT}?token=${encodeURIComponent(token)}`, { headers: { accept: 'text/event-stream' } });
-    internal.add(request);
+    notesOf(request).internal = true;
     void handler(request).then(
       (response) => response.body?.cancel(),
       () => {},
