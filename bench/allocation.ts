@@ -21,13 +21,11 @@ import WebSocket from 'ws';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { AUDIENCE, appEnv, freePort, loadRound, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
+import { APP_ENV, AUDIENCE, appEnv, freePort, loadRound, nodeArgsFrom, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
 
 const TOP = Number(process.env.ALLOCATION_TOP ?? 25);
 /** A package whose allocations are also shown by the nearest calling function outside it (who asked for them). */
 const CALLERS_OF = process.env.ALLOCATION_CALLERS_OF;
-/** Settings for the app, as in bench/throughput.ts: BENCH_APP_ENV=METRICS=false,… */
-const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 
 interface SampledNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -71,7 +69,7 @@ async function measure(name: 'app' | 'jit', scenarioName: string, database: { ur
   const scenario = scenarios().find((s) => s.name.includes(scenarioName))!;
   const inspectPort = await freePort();
   // ALLOCATION_NODE_ARGS: more flags for both processes' node (V8 flags too), space-separated.
-  const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`, ...(process.env.ALLOCATION_NODE_ARGS ?? '').split(' ').filter((a) => a !== '')];
+  const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`, ...nodeArgsFrom('ALLOCATION_NODE_ARGS')];
   const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: did };
   const target: Target =
     name === 'app'

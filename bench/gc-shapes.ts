@@ -16,7 +16,9 @@
  * - getter-literal / class: an object literal with a getter over the page,
  *   or a class with the getter on its prototype (resolvers/pagination.ts).
  * - pg-promise / pg-callback: `client.query(text, values)` awaited, or the
- *   same statement with a callback (src/db/connect.ts).
+ *   same statement with a callback (src/db/connect.ts); pg-promise once more
+ *   under `--no-allocation-site-pretenuring`, which shows that V8's
+ *   pretenuring of the promise path's objects is what promotes its rows.
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -72,16 +74,17 @@ async function run(name: Case): Promise<void> {
   void sink;
 }
 
-/** `node --trace-gc-nvp` for one case: what its scavenges promoted. */
-function measure(name: Case): string {
-  const child = spawnSync(process.execPath, ['--trace-gc-nvp', '--import', 'tsx', fileURLToPath(import.meta.url), name], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (child.status !== 0) return `| ${name} | failed: ${(child.stderr || child.stdout).trim().split('\n').at(-1)} | | | |`;
+/** `node --trace-gc-nvp` (and `flags`) for one case: what its scavenges promoted. */
+function measure(name: Case, flags: string[] = []): string {
+  const child = spawnSync(process.execPath, ['--trace-gc-nvp', ...flags, '--import', 'tsx', fileURLToPath(import.meta.url), name], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const label = [name, ...flags].join(' ');
+  if (child.status !== 0) return `| ${label} | failed: ${(child.stderr || child.stdout).trim().split('\n').at(-1)} | | | |`;
   const lines = child.stdout.split('\n');
   const field = (line: string, key: string) => Number(new RegExp(`\\b${key}=([\\d.]+)`).exec(line)?.[1] ?? 0);
   const scavenges = lines.filter((l) => l.includes(' gc=s '));
   const sum = (key: string) => scavenges.reduce((total, l) => total + field(l, key), 0);
   const mib = (bytes: number) => (bytes / 1_048_576).toFixed(1);
-  return `| ${name} | ${mib(sum('allocated'))} | ${mib(sum('promoted'))} | ${sum('pause').toFixed(0)} | ${lines.filter((l) => l.includes(' gc=mc ')).length} |`;
+  return `| ${label} | ${mib(sum('allocated'))} | ${mib(sum('promoted'))} | ${sum('pause').toFixed(0)} | ${lines.filter((l) => l.includes(' gc=mc ')).length} |`;
 }
 
 const wanted = process.argv[2];
@@ -91,4 +94,5 @@ if (wanted !== undefined && (CASES as readonly string[]).includes(wanted)) {
   console.log('\n### Promotion by code shape (node --trace-gc-nvp; scavenges summed)\n');
   console.log('| case | allocated MiB | promoted MiB | scavenge pause ms | full collections |\n|---|--:|--:|--:|--:|');
   for (const name of CASES) console.log(measure(name));
+  console.log(measure('pg-promise', ['--no-allocation-site-pretenuring']));
 }

@@ -19,12 +19,10 @@ import { join } from 'node:path';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { AUDIENCE, appEnv, freePort, load, scenarios, scratchDatabase, seed, type Measured } from './throughput.js';
-
-const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
+import { APP_ENV, AUDIENCE, appEnv, freePort, load, nodeArgsFrom, scenarios, scratchDatabase, seed, type Measured } from './throughput.js';
 
 /** More flags for both processes' node (V8 flags too), space-separated: GC_NODE_ARGS='--no-allocation-site-pretenuring'. */
-const NODE_ARGS = (process.env.GC_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+const NODE_ARGS = nodeArgsFrom('GC_NODE_ARGS');
 
 interface Collections {
   measured: Measured;
@@ -87,10 +85,10 @@ for (const target of targets) {
   const { measured, scavenges, markCompacts } = await measure(target, wanted);
   // load() runs BENCH_SECONDS (default 4) of load; rps counts the scenario's units (a sequence is one).
   const units = measured.rps * Number(process.env.BENCH_SECONDS ?? 4);
-  const mean = (name: string) => scavenges.reduce((sum, l) => sum + field(l, name), 0) / Math.max(scavenges.length, 1);
-  const pause = (lines: string[]) => lines.reduce((sum, l) => sum + field(l, 'pause'), 0);
-  const kib = (bytes: number) => (bytes / 1024).toFixed(0);
   const sum = (name: string) => scavenges.reduce((total, l) => total + field(l, name), 0);
+  const mean = (name: string) => sum(name) / Math.max(scavenges.length, 1);
+  const pause = (lines: string[]) => lines.reduce((total, l) => total + field(l, 'pause'), 0);
+  const kib = (bytes: number) => (bytes / 1024).toFixed(0);
   rows.push(
     `| ${target === 'app' ? 'app' : 'jit floor'} | ${measured.rps.toFixed(0)} | ${scavenges.length} | ${mean('pause').toFixed(2)} | ${kib(mean('allocated'))} | ${kib(mean('new_space_survived'))} | ${kib(mean('promoted'))} | ${markCompacts.length} (${pause(markCompacts).toFixed(0)} ms) | ${(sum('allocated') / units / 1024).toFixed(0)} | ${(sum('promoted') / units / 1024).toFixed(1)} | ${((pause(scavenges) + pause(markCompacts)) / units).toFixed(3)} |`,
   );

@@ -30,14 +30,12 @@ import { pathToFileURL } from 'node:url';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { AUDIENCE, appEnv, freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
+import { APP_ENV, AUDIENCE, appEnv, freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
 
 const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1);
 const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit').split(',');
-/** Extra environment of the app (e.g. BENCH_APP_ENV=METRICS=false), to count what a setting costs. */
-const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
 
 interface Scripted {
   setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => { body: string };

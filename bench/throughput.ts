@@ -63,8 +63,16 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const DIALECTS = (process.env.BENCH_DIALECTS ?? 'sqlite,postgres').split(',');
 /** Substrings of scenario names to run (default all): BENCH_SCENARIOS=typename,list */
 const ONLY = (process.env.BENCH_SCENARIOS ?? '').split(',').filter((s) => s !== '');
-/** Extra environment of the app server (e.g. BENCH_APP_ENV=METRICS=false), to measure what a setting costs. */
-const APP_ENV = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
+/**
+ * Extra environment of the app server (e.g. BENCH_APP_ENV=METRICS=false), to measure what a
+ * setting costs; every benchmark that starts the app reads it.
+ */
+export const APP_ENV: Record<string, string> = Object.fromEntries((process.env.BENCH_APP_ENV ?? '').split(',').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]));
+
+/** Space-separated flags for node (V8's too) from the variable `name`, e.g. GC_NODE_ARGS='--max-semi-space-size=8'. */
+export function nodeArgsFrom(name: string): string[] {
+  return (process.env[name] ?? '').split(' ').filter((arg) => arg !== '');
+}
 const ROWS = 10_000;
 /** The audience of the benchmark's tokens. */
 export const AUDIENCE = 'connector-store-bench';
