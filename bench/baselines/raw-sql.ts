@@ -38,23 +38,40 @@ interface Runner {
   notify: boolean;
 }
 
+/**
+ * Statements are named as the server names its own (src/db/named-statements.ts: each connection parses
+ * a text once, plans stay custom), so the baselines pay what the server pays in Postgres;
+ * BASELINE_UNNAMED=1 sends them unnamed instead, as Kysely does.
+ */
+const NAMED = process.env.BASELINE_UNNAMED !== '1';
+
 function postgresRunner(connectionString: string): Runner {
   pg.types.setTypeParser(20, (v) => Number(v));
-  const pool = new pg.Pool({ connectionString, max: Number(process.env.DB_POOL_MAX ?? 10) });
-  const numbered = (text: string) => {
-    let n = 0;
-    return text.replace(/\?/g, () => `$${++n}`);
+  const pool = new pg.Pool({
+    connectionString,
+    max: Number(process.env.DB_POOL_MAX ?? 10),
+    ...(NAMED && { onConnect: async (client: pg.ClientBase) => void (await client.query('set plan_cache_mode = force_custom_plan')) }),
+  });
+  const statements = new Map<string, { text: string; name: string | undefined }>();
+  const statement = (text: string, values: unknown[]) => {
+    let known = statements.get(text);
+    if (known === undefined) {
+      let n = 0;
+      known = { text: text.replace(/\?/g, () => `$${++n}`), name: NAMED ? `b${statements.size}` : undefined };
+      statements.set(text, known);
+    }
+    return { text: known.text, name: known.name, values };
   };
   return {
     notify: true,
     async query(text, params = []) {
-      return (await pool.query(numbered(text), params)).rows;
+      return (await pool.query(statement(text, params))).rows;
     },
     async transaction(work) {
       const client = await pool.connect();
       try {
         await client.query('begin');
-        const result = await work(async (text, params = []) => (await client.query(numbered(text), params)).rows);
+        const result = await work(async (text, params = []) => (await client.query(statement(text, params))).rows);
         await client.query('commit');
         return result;
       } catch (error) {

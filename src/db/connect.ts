@@ -27,6 +27,7 @@ import {
 import { LRUCache } from 'lru-cache';
 import pg from 'pg';
 import { classifyDatabaseError } from './errors.js';
+import { CACHED_PLAN_CHANGED, statementName } from './named-statements.js';
 import { isPlainStatement, withObjectRows } from './pg-rows.js';
 import type { Database } from './tables.js';
 
@@ -242,7 +243,14 @@ function shellWord(word: string): string {
   return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
+/** SQLSTATE of `set` on a setting the server does not have (`plan_cache_mode` before PostgreSQL 12). */
+const UNDEFINED_OBJECT = '42704';
+
 function postgresPool(connectionString: string, options: OpenDatabaseOptions): pg.Pool {
+  // Named statements (named-statements.ts) on a connection of our own; a transaction pooler cannot keep them.
+  const naming = options.poolMode !== 'transaction';
+  /** Connections to a server without `plan_cache_mode` (before PostgreSQL 12): they name nothing. */
+  const unnamed = new WeakSet<pg.ClientBase>();
   const pool = new pg.Pool({
     connectionString,
     max: options.poolMax ?? 10,
@@ -255,22 +263,37 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     types: {
       getTypeParser: ((oid: number, format?: string) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
     },
+    // Before the pool lends a new connection: named statements are planned for each run's values, as unnamed ones are.
+    ...(naming && {
+      onConnect: async (client: pg.ClientBase) => {
+        try {
+          await client.query('set plan_cache_mode = force_custom_plan');
+        } catch (error) {
+          if ((error as { code?: unknown } | null)?.code !== UNDEFINED_OBJECT) throw error;
+          unnamed.add(client);
+        }
+      },
+    }),
   });
   // pg-pool listens for errors only on idle clients; a client whose backend is
   // terminated mid-query emits 'error' too, and an unheard 'error' event would
   // end the process. The query itself still fails, and the request with it.
   pool.on('connect', (client) => {
     client.on('error', (error) => options.onPoolError?.(error));
-    // A query that failed because the backend went away (terminated, restarted) leaves a
-    // client that may still look usable for a moment; ending it now makes the pool drop it
-    // on release instead of lending it to the next request.
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    const names = naming && !unnamed.has(client);
     client.query = ((...args: unknown[]) => {
       // Plain statements (all of Kysely's) come back as arrays and become objects in pg-rows.ts: the same rows, built faster.
-      const result = isPlainStatement(args) ? plainStatement(query, args[0], args[1]) : query(...args);
+      const name = names && isPlainStatement(args) ? statementName(args[0]) : undefined;
+      const result = isPlainStatement(args) ? plainStatement(query, args[0], args[1], name) : query(...args);
       if (result instanceof Promise) {
         result.catch((error: unknown) => {
-          if (classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
+          // A query that failed because the backend went away (terminated, restarted) leaves a
+          // client that may still look usable for a moment; ending it now makes the pool drop it
+          // on release instead of lending it to the next request. So does a named statement whose
+          // table changed under it: a new connection parses it afresh.
+          const stale = name !== undefined && (error as { code?: unknown } | null)?.code === CACHED_PLAN_CHANGED;
+          if (stale || classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
         });
       }
       return result;
@@ -291,11 +314,12 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
  * `npx tsx bench/gc-shapes.ts`, 181 MiB promoted by 20 000 statements of 50
  * rows awaited, 4 MiB with the callback, 21 MiB awaited without
  * pretenuring). As pg's promise does, a failure gets a stack trace that
- * leads back to the caller instead of to the socket.
+ * leads back to the caller instead of to the socket. `name`: the statement's
+ * name on this connection (named-statements.ts), or undefined for unnamed.
  */
-function plainStatement(query: (...args: unknown[]) => unknown, text: string, values: unknown[] | undefined): Promise<pg.QueryResult | pg.QueryResult[]> {
+function plainStatement(query: (...args: unknown[]) => unknown, text: string, values: unknown[] | undefined, name: string | undefined): Promise<pg.QueryResult | pg.QueryResult[]> {
   return new Promise<pg.QueryResult | pg.QueryResult[]>((resolve, reject) => {
-    query({ text, values, rowMode: 'array' }, (error: Error | null, result: pg.QueryResult | pg.QueryResult[]) => {
+    query({ text, values, rowMode: 'array', name }, (error: Error | null, result: pg.QueryResult | pg.QueryResult[]) => {
       if (error) reject(error);
       else resolve(Array.isArray(result) ? result.map(withObjectRows) : withObjectRows(result));
     });

@@ -284,3 +284,29 @@ export type EntityTrimRow = Selectable<EntityTrimTable>;
 export type SweepReceiptRow = Selectable<SweepReceiptTable>;
 export type SweepCandidateRow = Selectable<SweepCandidateTable>;
 export type SweepCheckpointRow = Selectable<SweepCheckpointTable>;
+
+/**
+ * A table's columns written out, checked complete against its row type when
+ * compiled: a column missing from `columns` makes the call a type error.
+ * A statement the store prepares lists these instead of `*`, so a migration
+ * that adds a column leaves its result as it was and Postgres may keep it
+ * parsed (src/db/named-statements.ts).
+ */
+function everyColumnOf<T>() {
+  return <const C extends readonly (keyof T & string)[]>(columns: C & ([Exclude<keyof T, C[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, C[number]> })): C => columns;
+}
+
+/** Every column of `kubun_connector_operation`. */
+export const OPERATION_COLUMNS = everyColumnOf<OperationTable>()([
+  'caller_did', 'operation_id', 'node_key', 'owner_did', 'connector_name', 'model', 'op', 'account_key', 'target', 'source_id',
+  'deterministic_event_id', 'payload_hash', 'reissue_intent', 'provider_etag', 'document_id', 'result_entity', 'state', 'attempts',
+  'next_attempt_at', 'defer_reason', 'send_marker', 'last_kind', 'last_http_status', 'version', 'incarnation', 'lease_token',
+  'lease_expires_at', 'finalized_lease_digest', 'finalized_input', 'last_error', 'created_at', 'updated_at',
+]);
+
+/** Every column of `kubun_connector_projection_watch`. */
+export const PROJECTION_WATCH_COLUMNS = everyColumnOf<ProjectionWatchTable>()([
+  'owner_did', 'connector_name', 'model', 'account_key', 'source_id', 'node_key', 'document_id', 'verified_state_digest',
+  'observed_winner_digest', 'verification_status', 'verification_attempts', 'repair_generation', 'next_attempt_at', 'claimed_until',
+  'defer_reason', 'version', 'created_at', 'updated_at',
+]);

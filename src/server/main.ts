@@ -8,6 +8,7 @@ import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.
 import { createReadRouter } from '../db/read-replicas.js';
 import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
 import { migrateOverOwnConnection, migrateToLatest } from '../db/migrator.js';
+import { nameStatement } from '../db/named-statements.js';
 import { createStoreContext } from '../store/context.js';
 import { CompiledQuery } from 'kysely';
 import { createServerApp } from './app.js';
@@ -22,6 +23,10 @@ import { backlogSamplerJob, backlogSamplerTickMs, serverJobs, startBackgroundJob
 import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
 import { attachGraphQLWebSocket } from './websocket.js';
+
+/** The change feed's publish, once per committed write: named on direct connections (src/db/named-statements.ts). */
+const NOTIFY = 'select pg_notify($1, $2)';
+nameStatement(NOTIFY);
 
 /** Connections of the rate-limit store's own pool on the direct URL (behind a transaction pooler): one short upsert per request and limit. */
 const RATE_LIMIT_DIRECT_POOL_MAX = 4;
@@ -81,7 +86,7 @@ async function main(): Promise<void> {
           connectionString: listenTarget.connectionString,
           publish: async (channel, payload) => {
             // Written out, not built with Kysely: one per committed write.
-            await database.db.executeQuery(CompiledQuery.raw('select pg_notify($1, $2)', [channel, payload]));
+            await database.db.executeQuery(CompiledQuery.raw(NOTIFY, [channel, payload]));
           },
           logger,
         })

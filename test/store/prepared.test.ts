@@ -56,6 +56,25 @@ describeEachDialect('prepared statements', (suite) => {
     expect(lengths.filter((n) => n === 3)).toHaveLength(1);
   });
 
+  it('runs a list at the next power of two (or the maximum), padded with its last value: the same rows, a few statements per builder', async () => {
+    for (const id of ['a', 'b', 'c', 'd', 'e']) await claimFresh(suite.store, { operationID: id, callerDID: CALLER, ownerDID: OWNER });
+    const lengths: number[] = [];
+    const byIDs = preparedForList(6, (db, ids: readonly string[]) => {
+      lengths.push(ids.length);
+      return db.selectFrom(TABLE).select('operation_id').where('operation_id', 'in', ids).orderBy('operation_id');
+    });
+    const ids = async (list: string[]) => (await byIDs(suite.store, list)).rows.map((row) => row.operation_id);
+    expect(await ids(['c', 'a', 'e'])).toEqual(['a', 'c', 'e']);
+    expect(await ids(['d', 'b', 'x', 'a'])).toEqual(['a', 'b', 'd']);
+    expect(await ids(['e', 'd', 'c', 'b', 'a'])).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect(await ids(['e', 'd', 'c', 'b', 'a', 'a'])).toEqual(['a', 'b', 'c', 'd', 'e']);
+    // Three and four values ran as four; five and six as six (the maximum): two statements, each prepared once.
+    const check = process.env.STORE_CHECK_PREPARED === '1';
+    expect(lengths.filter((n) => n === 4)).toHaveLength(1 + (check ? 2 : 0));
+    expect(lengths.filter((n) => n === 6)).toHaveLength(1 + (check ? 2 : 0));
+    expect(lengths.filter((n) => n !== 4 && n !== 6)).toEqual([]);
+  });
+
   it('binds an omitted optional value as NULL, and keeps the constants the builder wrote', async () => {
     await claimFresh(suite.store, { operationID: 'one', callerDID: CALLER, ownerDID: OWNER });
     const touch = prepared((db, v: { operationID: string; error?: string | null }) =>

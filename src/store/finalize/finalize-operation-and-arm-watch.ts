@@ -10,6 +10,7 @@ import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import { getWatch } from '../projection-watches/read.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
 import { rowHas } from '../row-checks.js';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
 
 /**
  * States finalize may commit from, as the reference has it: an attempt in
@@ -144,7 +145,7 @@ const COMMIT = prepared(
           eb.or([eb('document_id', 'is', null), eb('document_id', '=', v.documentID)]),
         ]),
       )
-      .returningAll(),
+      .returning(OPERATION_COLUMNS),
 );
 
 /** What a finalize identifies its holder by once the commit cleared the lease: a digest, never the token. */

@@ -7,6 +7,7 @@ import { isLeaseLive, OPERATION_TABLE, rowToOperation, selectOperationRow } from
 import { takeOverLease } from './takeover.js';
 import { OPERATION_OPS, type ConnectorOperation, type ConnectorOperationOp, type OperationLease } from './types.js';
 import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
 export interface ClaimOperationInput {
@@ -141,7 +142,7 @@ const INSERT_CLAIMED = prepared((db, v: ClaimOperationInput & { nodeKey: string;
       updated_at: v.now,
     })
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
-    .returningAll(),
+    .returning(OPERATION_COLUMNS),
 );
 
 async function insertClaimed(store: StoreContext, input: ClaimOperationInput, now: number): Promise<ClaimOperationResult | undefined> {

@@ -12,6 +12,7 @@ import { InvalidStateError, NotFoundError, StaleLeaseError } from '../errors.js'
 import { rowHas } from '../row-checks.js';
 import { isLeaseLive, OPERATION_TABLE, selectOperationRow } from './row.js';
 import type { ConnectorOperationState, OperationFence } from './types.js';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
 
 type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
 
@@ -72,7 +73,7 @@ const fenceValues = (fence: OperationFence, now: number): FenceValues => ({
  * may not decide anything with them. Runs it and returns the updated row.
  */
 export function preparedFencedUpdate<V extends object>(rule: FenceRule, set: (eb: OperationEB, values: V & { now: number }) => OperationUpdate) {
-  const statement = prepared((db, v: V & FenceValues) => fencedQuery(db, v, rule, (eb) => set(eb, v)).returningAll());
+  const statement = prepared((db, v: V & FenceValues) => fencedQuery(db, v, rule, (eb) => set(eb, v)).returning(OPERATION_COLUMNS));
   return (store: StoreContext, fence: OperationFence, now: number, values: V): Promise<OperationRow> =>
     fencedRounds(store, fence, rule, now, async () => (await statement(store, { ...values, ...fenceValues(fence, now) })).rows[0]);
 }

@@ -4,6 +4,7 @@ import { OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import type { ConnectorOperation, OperationKey } from './types.js';
 import { alignByNodeKey, MAX_PREPARED_KEYS } from '../node-keys.js';
 import { preparedForList } from '../prepared.js';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
 
 /** The operation with this idempotency key, or `null`. */
 export async function getOperationByKey(store: StoreContext, key: OperationKey): Promise<ConnectorOperation | null> {
@@ -18,7 +19,7 @@ export async function getOperationByNodeKey(store: StoreContext, nodeKey: string
 }
 
 /** Prepared per number of keys up to a page's worth (a mutation's node argument is one). */
-const BY_NODE_KEYS = preparedForList(MAX_PREPARED_KEYS, (db, nodeKeys: readonly string[]) => db.selectFrom(OPERATION_TABLE).selectAll().where('node_key', 'in', nodeKeys));
+const BY_NODE_KEYS = preparedForList(MAX_PREPARED_KEYS, (db, nodeKeys: readonly string[]) => db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS).where('node_key', 'in', nodeKeys));
 
 /**
  * The operations of `nodeKeys` in one statement, aligned with the input

@@ -17,6 +17,7 @@ import {
   newWatchValues,
 } from './watch-predicates.js';
 import { requireMsEpoch } from '../validate.js';
+import { PROJECTION_WATCH_COLUMNS } from '../../db/tables.js';
 
 const WATCH_KEY = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
 
@@ -158,7 +159,7 @@ const ARM_FOR_WRITE = prepared((db, v: ProjectionWatchIdentity & { documentID: s
     .onConflict((oc) =>
       oc.columns([...WATCH_KEY]).doUpdateSet((eb) => newGenerationValues(eb, { dueAt: v.now, now: v.now, observedWinnerDigest: v.observedWinnerDigest, clearVerifiedDigest: true })),
     )
-    .returningAll(),
+    .returning(PROJECTION_WATCH_COLUMNS),
 );
 
 /** Options of {@link requestRepull} and {@link requestRepullByNodeKey}. */

@@ -4,6 +4,7 @@ import type { ProjectionWatch, ProjectionWatchIdentity } from './types.js';
 import { matchesIdentity } from './watch-predicates.js';
 import { alignByNodeKey, MAX_PREPARED_KEYS } from '../node-keys.js';
 import { preparedForList } from '../prepared.js';
+import { PROJECTION_WATCH_COLUMNS } from '../../db/tables.js';
 
 /** The watch of `identity`, or null. */
 export async function getWatch(store: StoreContext, identity: ProjectionWatchIdentity): Promise<ProjectionWatch | null> {
@@ -27,10 +28,10 @@ export async function getWatchByNodeKey(store: StoreContext, nodeKey: string): P
 
 /** Prepared per number of keys up to a page's worth (src/store/prepared.ts). */
 const BY_NODE_KEYS = preparedForList(MAX_PREPARED_KEYS, (db, nodeKeys: readonly string[]) =>
-  db.selectFrom('kubun_connector_projection_watch').selectAll().where('node_key', 'in', nodeKeys),
+  db.selectFrom('kubun_connector_projection_watch').select(PROJECTION_WATCH_COLUMNS).where('node_key', 'in', nodeKeys),
 );
 const BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
-  db.selectFrom('kubun_connector_projection_watch').selectAll().where('document_id', 'in', documentIDs).orderBy('created_at', 'desc').orderBy('node_key', 'desc'),
+  db.selectFrom('kubun_connector_projection_watch').select(PROJECTION_WATCH_COLUMNS).where('document_id', 'in', documentIDs).orderBy('created_at', 'desc').orderBy('node_key', 'desc'),
 );
 
 /**

@@ -4,6 +4,7 @@
  * generation. Internal to the store.
  */
 import { CompiledQuery, type ExpressionBuilder, type Insertable } from 'kysely';
+import { nameStatement } from '../../db/named-statements.js';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
@@ -56,8 +57,10 @@ export async function lockDocumentWatchSlot(
   if (store.dialect !== 'postgres') return;
   const key = JSON.stringify([slot.ownerDID, slot.model, slot.documentID]);
   // Written out, not built: Postgres only, and on the write-back path of every finalize.
-  await store.db.executeQuery(CompiledQuery.raw('select pg_advisory_xact_lock($1, hashtext($2))', [WATCH_SLOT_LOCK_CLASS, key]));
+  await store.db.executeQuery(CompiledQuery.raw(LOCK_WATCH_SLOT, [WATCH_SLOT_LOCK_CLASS, key]));
 }
+const LOCK_WATCH_SLOT = 'select pg_advisory_xact_lock($1, hashtext($2))';
+nameStatement(LOCK_WATCH_SLOT);
 
 /**
  * One watch per (owner, model, document): deletes the document's watch under

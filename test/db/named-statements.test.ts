@@ -1,0 +1,153 @@
+/**
+ * Named statements (src/db/named-statements.ts): on a direct Postgres
+ * connection the store's prepared statements are parsed once per connection
+ * under a name, planned per run (`plan_cache_mode = force_custom_plan`), and
+ * never with a `*` column list; through a transaction pooler nothing is named.
+ * A named statement whose table changed under it costs one failed run on that
+ * connection, then the pool opens a new one. The column lists that replace
+ * `*` hold exactly the table's columns, on both dialects.
+ */
+import { CompiledQuery, sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { openDatabase, parseDatabaseURL, type OpenDatabase, type PoolMode } from '../../src/db/connect.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { CACHED_PLAN_CHANGED, keepsResultType, nameStatement, statementName } from '../../src/db/named-statements.js';
+import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS } from '../../src/db/tables.js';
+import { createStoreContext } from '../../src/store/context.js';
+import { getOperationsByNodeKeys } from '../../src/store/operations/read.js';
+import { createTestDatabase, testDialects } from '../helpers/databases.js';
+import { claimFresh } from '../helpers/operation-claim-fixtures.js';
+import { createScratchPostgresDatabase, type ScratchPostgresDatabase } from '../helpers/postgres.js';
+
+describe('which texts may be named', () => {
+  it('a text that lists its columns may; one with a `*` column list may not (a migration that adds a column would change its result)', () => {
+    expect(keepsResultType('select "a", "b" from "t" where "a" = $1')).toBe(true);
+    expect(keepsResultType('select count(*) as "n" from "t"')).toBe(true);
+    expect(keepsResultType('select COUNT(*) from "t"')).toBe(true);
+    expect(keepsResultType('select * from "t"')).toBe(false);
+    expect(keepsResultType('select "t".* from "t"')).toBe(false);
+    expect(keepsResultType('update "t" set "a" = $1 returning *')).toBe(false);
+    expect(keepsResultType('select count(*), * from "t"')).toBe(false);
+  });
+
+  it('a registered text gets one stable name derived from it; a `*` text none', () => {
+    const text = 'select "a" from "named_statements_probe" where "a" = $1';
+    nameStatement(text);
+    const name = statementName(text);
+    expect(name).toMatch(/^cs_[\w-]{32}$/);
+    nameStatement(text);
+    expect(statementName(text)).toBe(name);
+    expect(statementName('select "b" from "named_statements_probe"')).toBeUndefined();
+    nameStatement('select * from "named_statements_probe"');
+    expect(statementName('select * from "named_statements_probe"')).toBeUndefined();
+  });
+});
+
+describe('every column, written out', () => {
+  for (const dialect of testDialects()) {
+    it(`${dialect}: OPERATION_COLUMNS and PROJECTION_WATCH_COLUMNS are exactly the migrated tables' columns`, async ({ skip }) => {
+      if (dialect === 'postgres' && !inject('postgresAvailable')) skip();
+      const database = await createTestDatabase(dialect);
+      try {
+        const columns = async (table: string) =>
+          dialect === 'postgres'
+            ? (await sql<{ name: string }>`select column_name as name from information_schema.columns where table_name = ${table} order by ordinal_position`.execute(database.open.db)).rows.map((r) => r.name)
+            : (await sql<{ name: string }>`select name from pragma_table_info(${table})`.execute(database.open.db)).rows.map((r) => r.name);
+        expect([...OPERATION_COLUMNS].sort()).toEqual((await columns('kubun_connector_operation')).sort());
+        expect([...PROJECTION_WATCH_COLUMNS].sort()).toEqual((await columns('kubun_connector_projection_watch')).sort());
+      } finally {
+        await database.destroy();
+      }
+    });
+  }
+});
+
+const runs = testDialects().includes('postgres') && inject('postgresAvailable');
+
+describe.skipIf(!runs)('postgres: named statements per connection', () => {
+  let scratch: ScratchPostgresDatabase;
+  const opened: OpenDatabase[] = [];
+
+  beforeAll(async () => {
+    scratch = await createScratchPostgresDatabase('cs_named');
+    const setup = openDatabase(parseDatabaseURL(scratch.url), { poolMax: 1 });
+    await migrateToLatest(setup.db, 'postgres');
+    await setup.close();
+  });
+  afterAll(async () => {
+    for (const open of opened.splice(0)) await open.close().catch(() => {});
+    await scratch?.drop();
+  });
+
+  /** One connection, so every statement provably shares one session. */
+  function open(poolMode: PoolMode = 'direct'): OpenDatabase {
+    const database = openDatabase(parseDatabaseURL(scratch.url), { poolMode, poolMax: 1 });
+    opened.push(database);
+    return database;
+  }
+
+  const preparedOnSession = async (database: OpenDatabase) =>
+    (await sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements`.execute(database.db)).rows;
+
+  async function claimOne(database: OpenDatabase, operationID: string) {
+    const store = createStoreContext(database.db, 'postgres');
+    return { store, claimed: await claimFresh(store, { operationID }) };
+  }
+
+  it('direct: the store’s statements run named, parsed once on the connection, and every run is planned with its values', async () => {
+    const database = open();
+    const { store, claimed } = await claimOne(database, 'named-1');
+    const nodeKey = claimed.operation.nodeKey;
+    for (let i = 0; i < 7; i++) expect((await getOperationsByNodeKeys(store, [nodeKey]))[0]?.operationID).toBe('named-1');
+    const prepared = await preparedOnSession(database);
+    const read = prepared.find((p) => p.statement.includes('"node_key" in ($1)'));
+    expect(read?.name).toMatch(/^cs_/);
+    expect(read?.statement).not.toContain('*');
+    // One entry per text: seven runs parsed it once.
+    expect(prepared.filter((p) => p.statement === read!.statement)).toHaveLength(1);
+    const mode = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(database.db);
+    expect(mode.rows[0]!.mode).toBe('force_custom_plan');
+  });
+
+  it('transaction pooling: nothing is named and the session keeps its plan cache mode (PgBouncer may run the next transaction elsewhere)', async () => {
+    const database = open('transaction');
+    const { store, claimed } = await claimOne(database, 'unnamed-1');
+    expect((await getOperationsByNodeKeys(store, [claimed.operation.nodeKey]))[0]?.operationID).toBe('unnamed-1');
+    expect(await preparedOnSession(database)).toEqual([]);
+    const mode = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(database.db);
+    expect(mode.rows[0]!.mode).toBe('auto');
+  });
+
+  it('a `*` statement stays unnamed, so a column added under it changes nothing for the running server', async () => {
+    const database = open();
+    await sql`create table named_star (id int primary key, v text)`.execute(database.db);
+    await sql`insert into named_star values (1, 'one')`.execute(database.db);
+    const star = 'select * from named_star where id = $1';
+    nameStatement(star);
+    expect((await database.db.executeQuery(CompiledQuery.raw(star, [1]))).rows).toEqual([{ id: 1, v: 'one' }]);
+    await sql`alter table named_star add column w text`.execute(database.db);
+    expect((await database.db.executeQuery(CompiledQuery.raw(star, [1]))).rows).toEqual([{ id: 1, v: 'one', w: null }]);
+    expect((await preparedOnSession(database)).map((p) => p.statement)).not.toContain(star);
+  });
+
+  it('a named statement whose column changed type fails once (0A000) on its connection; the pool then opens a new one and it answers again', async () => {
+    const database = open();
+    await sql`create table named_typed (id int primary key, v int)`.execute(database.db);
+    await sql`insert into named_typed values (1, 7)`.execute(database.db);
+    const text = 'select id, v from named_typed where id = $1';
+    nameStatement(text);
+    const run = () => database.db.executeQuery(CompiledQuery.raw(text, [1]));
+    expect((await run()).rows).toEqual([{ id: 1, v: 7 }]);
+    const pidBefore = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0]!.pid;
+    await sql`alter table named_typed alter column v type text`.execute(database.db);
+    const failure = await run().then(
+      () => undefined,
+      (error: unknown) => error as { code?: string },
+    );
+    expect(failure?.code).toBe(CACHED_PLAN_CHANGED);
+    // The connection that failed is ended and replaced; the statement is parsed afresh there.
+    await expect.poll(async () => (await run().catch(() => ({ rows: [] }))).rows, { timeout: 5_000 }).toEqual([{ id: 1, v: '7' }]);
+    const pidAfter = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0]!.pid;
+    expect(pidAfter).not.toBe(pidBefore);
+  });
+});
