@@ -9,6 +9,12 @@
  * noise on a shared machine (autocannon, the servers and Postgres share its
  * two cores); the ratios, measured side by side, are the claim.
  *
+ * On Postgres the baselines name their statements and plan each run, as the
+ * server does on a direct connection (src/db/named-statements.ts), so the
+ * database does the same work for each target and the ratios measure the
+ * servers; BASELINE_UNNAMED=1 has them send every statement unnamed, as
+ * Kysely does (Postgres then parses each run again).
+ *
  * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.0.0-rc.3 (the last
  * release candidate whose whole tree declares Node >= 16; 5.0.0-rc.6 and every
  * 5.x release need Node 22 — package.json pins the rc.3 tree by `overrides`),
@@ -395,7 +401,7 @@ export async function runThroughputBench(): Promise<void> {
     }
     const targets: Target[] = [];
     try {
-      const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
+      const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did, BASELINE_UNNAMED: process.env.BASELINE_UNNAMED ?? '' };
       // As `npm start` runs it: the bundle of scripts/start.mjs (the baselines run their sources through tsx).
       const app = await startProcess(
         'scripts/start.mjs',

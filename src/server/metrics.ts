@@ -1,14 +1,12 @@
 /**
  * `GET /metrics` in the Prometheus text format: GraphQL request counts,
- * durations and errors by code (`@graphql-yoga/plugin-prometheus` on a
- * registry of this app's own), and the store's health as gauges read by one
+ * durations and errors by code (graphql-metrics.ts, on a registry of this
+ * app's own), and the store's health as gauges read by one
  * bounded statement ({@link readStoreGauges}), cached for `cacheMs` so a
  * scrape never costs more than that statement however often it comes.
  * Optional bearer protection (`METRICS_TOKEN`).
  */
 import { timingSafeEqual } from 'node:crypto';
-import { createCounter, createHistogram, usePrometheus } from '@graphql-yoga/plugin-prometheus';
-import type { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type pg from 'pg';
@@ -16,6 +14,7 @@ import type { ChangeFeed } from '../../resolvers/context.js';
 import type { StoreContext } from '../store/context.js';
 import type { ReadRouter } from '../db/read-replicas.js';
 import { readStoreGauges, type StoreGauges } from '../store/gauges.js';
+import { useGraphQLMetrics } from './graphql-metrics.js';
 import type { Logger } from './logger.js';
 
 /** The endpoint; not configurable, so dashboards and docs agree. */
@@ -57,79 +56,13 @@ export function createMetrics(options: MetricsOptions): { registry: Registry; pl
     names.add(name);
     return name;
   };
-  const operationLabels = (params: { operationName?: string; operationType?: string }) => ({
-    operationName: operationName(params.operationName),
-    operationType: params.operationType ?? 'unknown',
-  });
-
-  const prometheus = usePrometheus({
-    registry,
-    endpoint: METRICS_PATH,
-    metrics: {
-      graphql_envelop_request: createCounter({
-        registry,
-        counter: { name: 'graphql_envelop_request', help: 'GraphQL operations executed, by operation name and type.', labelNames: ['operationName', 'operationType'] },
-        fillLabelsFn: operationLabels,
-      }),
-      graphql_envelop_request_duration: createHistogram({
-        registry,
-        histogram: {
-          name: 'graphql_envelop_request_duration',
-          help: 'Execution time of GraphQL operations in seconds, by operation name and type.',
-          labelNames: ['operationName', 'operationType'],
-          buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        },
-        fillLabelsFn: operationLabels,
-      }),
-      graphql_envelop_error_result: createCounter({
-        registry,
-        counter: {
-          name: 'graphql_envelop_error_result',
-          help: 'GraphQL errors in responses, by phase and error code (extensions.code; typed results in payload unions are not errors).',
-          labelNames: ['operationName', 'operationType', 'phase', 'code'],
-        },
-        fillLabelsFn: (params: { operationName?: string; operationType?: string; errorPhase?: string; error?: unknown }) => ({
-          ...operationLabels(params),
-          phase: params.errorPhase ?? 'unknown',
-          code: errorCode(params.error),
-        }),
-      }),
-      graphql_yoga_http_duration: createHistogram({
-        registry,
-        histogram: {
-          name: 'graphql_yoga_http_duration',
-          help: 'Time to answer a GraphQL HTTP request in seconds, by method, status and operation (no URL: it would carry query strings).',
-          labelNames: ['method', 'statusCode', 'operationName', 'operationType'],
-          buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        },
-        fillLabelsFn: (params: { operationName?: string; operationType?: string }, context: { request: Request; response: Response }) => ({
-          method: context.request.method,
-          statusCode: context.response.status,
-          ...operationLabels(params),
-        }),
-      }),
-      graphql_envelop_request_time_summary: false,
-      graphql_envelop_phase_parse: false,
-      graphql_envelop_phase_validate: false,
-      graphql_envelop_phase_context: false,
-      graphql_envelop_phase_execute: false,
-      graphql_envelop_phase_subscribe: false,
-      graphql_envelop_deprecated_field: false,
-      graphql_envelop_schema_change: false,
-      graphql_envelop_execute_resolver: false,
-    },
-  });
+  const graphql = useGraphQLMetrics({ registry, endpoint: METRICS_PATH, operationName });
 
   // Process CPU, memory, event-loop lag, GC: prom-client's standard set.
   collectDefaultMetrics({ register: registry });
   registerStoreGauges(registry, options);
   registerProcessGauges(registry, options);
-  return { registry, plugins: [metricsAccess(options.token), prometheus] };
-}
-
-function errorCode(error: unknown): string {
-  const code = (error as GraphQLError | undefined)?.extensions?.code;
-  return typeof code === 'string' && /^[A-Z_]{1,64}$/.test(code) ? code : 'UNKNOWN';
+  return { registry, plugins: [metricsAccess(options.token), graphql] };
 }
 
 /** Refuses scrapes without the configured bearer token (401), before the endpoint answers. */

@@ -91,6 +91,25 @@ describeEachDialect('metrics endpoint', (suite) => {
     if (suite.dialect === 'postgres') expect(later.text).toMatch(/connector_store_db_pool_connections\{state="total"\} \d+/);
   });
 
+  it('labels each error by phase and code: parse, validate, execute; only executed documents are counted (subscriptions when they end: test/server/document-endpoints.test.ts, on every endpoint)', async () => {
+    const { app: target } = app();
+    const auth = await token();
+    await post(target, { query: '{ operations(' }, auth); // does not parse
+    await post(target, { query: 'query Nope { nope }', operationName: 'Nope' }, auth); // does not validate
+    // No token: refused as the execution's one error.
+    await post(target, { query: 'query Two { a: operationCounts { count } b: operationCounts { count } }', operationName: 'Two' });
+    const text = (await scrape(target)).text;
+    expect(sample(text, 'graphql_envelop_error_result{operationName="Anonymous",operationType="unknown",phase="parse",code="GRAPHQL_PARSE_FAILED"}')).toBe(1);
+    expect(sample(text, 'graphql_envelop_error_result{operationName="Nope",operationType="query",phase="validate",code="GRAPHQL_VALIDATION_FAILED"}')).toBe(1);
+    expect(sample(text, 'graphql_envelop_error_result{operationName="Two",operationType="query",phase="execute",code="UNAUTHENTICATED"}')).toBe(1);
+    expect(sample(text, 'graphql_envelop_request{operationName="Two",operationType="query"}')).toBe(1);
+    expect(sample(text, 'graphql_envelop_request_duration_count{operationName="Two",operationType="query"}')).toBe(1);
+    // Neither the unparsed nor the invalid document executed; only the parsed ones have an HTTP duration.
+    expect(sample(text, 'graphql_envelop_request{operationName="Nope",operationType="query"}')).toBeUndefined();
+    expect(text).not.toMatch(/graphql_yoga_http_duration_count\{[^}]*operationType="unknown"/);
+    expect(text).toMatch(/graphql_yoga_http_duration_count\{method="POST",statusCode="200",operationName="Two",operationType="query"\} 1/);
+  });
+
   it('counts open subscriptions per transport and forgets them when they end', async () => {
     const { app: target } = app();
     const controller = new AbortController();
