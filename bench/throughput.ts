@@ -13,7 +13,9 @@
  * server does on a direct connection (src/db/named-statements.ts), so the
  * database does the same work for each target and the ratios measure the
  * servers; BASELINE_UNNAMED=1 has them send every statement unnamed, as
- * Kysely does (Postgres then parses each run again).
+ * Kysely does (Postgres then parses each run again). What each target asked
+ * of the database is printed as the CPU of every `postgres` process on the
+ * machine over its rounds, per request.
  *
  * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.0.0-rc.3 (the last
  * release candidate whose whole tree declares Node >= 16; 5.0.0-rc.6 and every
@@ -52,7 +54,7 @@
  *   BENCH_SECONDS=5 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_DIALECTS=postgres npx tsx bench/throughput.ts
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -161,6 +163,36 @@ export interface Measured {
   p50: number;
   p99: number;
   cpuMsPerRequest: number;
+  /** CPU of every `postgres` process on this machine per request (0 on SQLite): what the target asked of the database. */
+  dbCpuMsPerRequest: number;
+}
+
+/** CPU ticks of each process named `postgres` (the server and its backends) on this machine, by pid. */
+function postgresTicks(): Map<string, number> {
+  const ticks = new Map<string, number>();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (!stat.includes('(postgres)')) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks.set(pid, Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return ticks;
+}
+
+/**
+ * The ticks `postgres` processes spent between two readings: a backend that
+ * began after `before` counts whole; one that ended before `after` is not
+ * seen (pools close idle connections: those of targets idle meanwhile).
+ */
+function postgresTicksBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let ticks = 0;
+  for (const [pid, now] of after) ticks += now - (before.get(pid) ?? 0);
+  return ticks;
 }
 
 /** One round of load (default: CONNECTIONS for SECONDS) of `requests`; a non-2xx answer or a failed request fails the benchmark. */
@@ -184,14 +216,17 @@ export async function loadRound(
 
 export async function load(target: Target, requests: Request[], perUnit: number, headers: Record<string, string>): Promise<Measured> {
   const before = cpuTicks(target.process);
+  const dbBefore = postgresTicks();
   const result = await loadRound(target, requests, headers);
   const ticks = cpuTicks(target.process) - before;
+  const dbTicks = postgresTicksBetween(dbBefore, postgresTicks());
   const units = result.requests.total / perUnit;
   return {
     rps: result.requests.average / perUnit,
     p50: result.latency.p50,
     p99: result.latency.p99,
     cpuMsPerRequest: ((ticks / TICKS_PER_SECOND) * 1_000) / units,
+    dbCpuMsPerRequest: ((dbTicks / TICKS_PER_SECOND) * 1_000) / units,
   };
 }
 
@@ -442,15 +477,16 @@ export async function runThroughputBench(): Promise<void> {
           if (peerRequests !== undefined) results.peer.push(await load(peer!, peerRequests(), scenario.perUnit, headers));
         }
         const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
+        const dbCPU = (list: Measured[]) => (dialect === 'postgres' ? m(list, 'dbCpuMsPerRequest').toFixed(2) : '–');
         const ratio = m(results.app, 'rps') / m(results.base, 'rps');
         if (scenario.floor) {
           floorRows.push(
-            `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | ${m(results.jit, 'rps').toFixed(0)} | **${(m(results.jit, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.jit, 'rps')).toFixed(2)}×** | ${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}× | ${m(results.jit, 'cpuMsPerRequest').toFixed(2)} | ${m(results.jit, 'p99').toFixed(1)} |`,
+            `| ${dialect} | ${scenario.name} | ${m(results.floor, 'rps').toFixed(0)} | ${m(results.jit, 'rps').toFixed(0)} | **${(m(results.jit, 'rps') / m(results.base, 'rps')).toFixed(2)}×** | **${(m(results.app, 'rps') / m(results.jit, 'rps')).toFixed(2)}×** | ${(m(results.app, 'rps') / m(results.floor, 'rps')).toFixed(2)}× | ${m(results.jit, 'cpuMsPerRequest').toFixed(2)} | ${m(results.jit, 'p99').toFixed(1)} | ${dbCPU(results.app)} / ${dbCPU(results.jit)} |`,
           );
         }
         if (peerRequests !== undefined) {
           peerRows.push(
-            `| ${dialect} | ${scenario.name} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.peer, 'rps').toFixed(0)} | **${(m(results.app, 'rps') / m(results.peer, 'rps')).toFixed(2)}×** | ${m(results.app, 'p99').toFixed(1)} | ${m(results.peer, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.peer, 'cpuMsPerRequest').toFixed(2)} |`,
+            `| ${dialect} | ${scenario.name} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.peer, 'rps').toFixed(0)} | **${(m(results.app, 'rps') / m(results.peer, 'rps')).toFixed(2)}×** | ${m(results.app, 'p99').toFixed(1)} | ${m(results.peer, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.peer, 'cpuMsPerRequest').toFixed(2)} | ${dbCPU(results.app)} / ${dbCPU(results.peer)} |`,
           );
         }
         rows.push(
@@ -477,14 +513,14 @@ export async function runThroughputBench(): Promise<void> {
   );
   printTable(
     'The framework floor: a bare yoga over the same SQL (same GraphQL documents, no plugins, no auth), with graphql-js and with graphql-jit',
-    '| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    '| dialect | scenario | floor (graphql-js) req/s | jit floor req/s | jit floor ÷ raw SQL | app ÷ jit floor | app ÷ graphql-js floor | jit floor CPU ms/req | jit floor p99 ms | Postgres CPU ms/req, app / jit floor |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
     floorRows,
   );
   printTable(
     'Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
-    '| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    '| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req | Postgres CPU ms/req, app / PostGraphile |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
     peerRows,
   );
   printTable(
