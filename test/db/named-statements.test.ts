@@ -14,9 +14,11 @@ import { migrateToLatest } from '../../src/db/migrator.js';
 import { CACHED_PLAN_CHANGED, keepsResultType, nameStatement, statementName } from '../../src/db/named-statements.js';
 import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS } from '../../src/db/tables.js';
 import { createStoreContext } from '../../src/store/context.js';
+import { listOperations } from '../../src/store/operations/list.js';
 import { getOperationsByNodeKeys } from '../../src/store/operations/read.js';
 import { createTestDatabase, testDialects } from '../helpers/databases.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
+import { CALLER } from '../helpers/row-fixtures.js';
 import { createScratchPostgresDatabase, type ScratchPostgresDatabase } from '../helpers/postgres.js';
 
 describe('which texts may be named', () => {
@@ -107,6 +109,17 @@ describe.skipIf(!runs)('postgres: named statements per connection', () => {
     expect(prepared.filter((p) => p.statement === read!.statement)).toHaveLength(1);
     const mode = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(database.db);
     expect(mode.rows[0]!.mode).toBe('force_custom_plan');
+  });
+
+  it('direct: a page of operations, for a service and for a viewer (two index-ordered branches), runs named', async () => {
+    const database = open();
+    const { store } = await claimOne(database, 'paged-1');
+    expect((await listOperations(store, { visibleTo: null, first: 5 })).operations.map((o) => o.operationID)).toContain('paged-1');
+    expect((await listOperations(store, { visibleTo: CALLER, first: 5 })).operations.map((o) => o.operationID)).toContain('paged-1');
+    const pages = (await preparedOnSession(database)).filter((p) => p.statement.includes('"kubun_connector_operation"') && p.statement.includes('order by "created_at" desc'));
+    expect(pages).toHaveLength(2);
+    expect(pages.some((p) => p.statement.includes('union all'))).toBe(true);
+    for (const page of pages) expect(page.statement).not.toContain('*');
   });
 
   it('transaction pooling: nothing is named and the session keeps its plan cache mode (PgBouncer may run the next transaction elsewhere)', async () => {

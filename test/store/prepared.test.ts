@@ -93,8 +93,15 @@ describeEachDialect('prepared statements', (suite) => {
 
   it.runIf(process.env.STORE_CHECK_PREPARED === '1')('the suite’s check catches a statement whose shape depends on its values', async () => {
     // `.length` of a stand-in is undefined: prepared with one key, run with two.
-    const shaped = prepared((db, v: { keys: string[] }) => db.selectFrom(TABLE).selectAll().where('operation_id', 'in', v.keys.length > 1 ? v.keys : [v.keys as unknown as string]));
+    const shaped = prepared((db, v: { keys: string[] }) => db.selectFrom(TABLE).select('operation_id').where('operation_id', 'in', v.keys.length > 1 ? v.keys : [v.keys as unknown as string]));
     await expect(shaped(suite.store, { keys: ['a', 'b'] })).rejects.toThrow(/prepared statement differs from the one its values build/);
+  });
+
+  it.runIf(process.env.STORE_CHECK_PREPARED === '1')('the suite’s check refuses a builder that selects or returns * (Postgres could not keep it parsed)', async () => {
+    const starred = prepared((db, v: { operationID: string }) => db.selectFrom(TABLE).selectAll().where('operation_id', '=', v.operationID));
+    await expect(starred(suite.store, { operationID: 'one' })).rejects.toThrow(/list the columns/);
+    const returning = prepared((db, v: { operationID: string }) => db.updateTable(TABLE).set({ attempts: 1 }).where('operation_id', '=', v.operationID).returningAll());
+    await expect(returning(suite.store, { operationID: 'one' })).rejects.toThrow(/list the columns/);
   });
 
   it('builds every time on a handle with Kysely plugins, so each plugin transforms each statement it runs', async () => {

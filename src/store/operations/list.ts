@@ -1,6 +1,6 @@
 /** Listing operations for the API: visibility, filters, keyset pages newest first. */
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
-import type { Database, OperationRow } from '../../db/tables.js';
+import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
 import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
@@ -119,7 +119,8 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
  */
 function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperationsInput, 'after' | 'before'>, forward: boolean, take: number, now: number) {
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
-    let query = NEWEST_FIRST.bounded(filtered(db.selectFrom(OPERATION_TABLE).selectAll(), input.filter, now), input);
+    // Columns by name, never `*`: a prepared page then runs as a named statement (src/db/named-statements.ts).
+    let query = NEWEST_FIRST.bounded(filtered(db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS), input.filter, now), input);
     if (visibility !== null) query = query.where(visibility);
     return NEWEST_FIRST.ordered(query, forward).limit(take);
   };
@@ -133,7 +134,7 @@ function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperat
   // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
   const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
   const visible = db
-    .selectFrom(db.selectFrom(asCaller.as('as_caller')).selectAll().unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).selectAll()).as('visible'))
+    .selectFrom(db.selectFrom(asCaller.as('as_caller')).select(OPERATION_COLUMNS).unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).select(OPERATION_COLUMNS)).as('visible'))
     .select(operationAsDomain);
   return NEWEST_FIRST.ordered(visible, forward).limit(take);
 }
