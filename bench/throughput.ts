@@ -51,7 +51,7 @@
  * - the write-back sequence claim → start → sent → finalize, per sequence.
  *
  *   npx tsx bench/throughput.ts          (or npm run bench; about 3 minutes)
- *   BENCH_SECONDS=5 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_DIALECTS=postgres npx tsx bench/throughput.ts
+ *   BENCH_SECONDS=5 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_IDLE_SECONDS=30 BENCH_DIALECTS=postgres npx tsx bench/throughput.ts
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -68,6 +68,8 @@ import { generateLocalKey, mintToken } from '../src/auth/index.js';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+/** How long the processes idle after the last round before their RSS is read again. */
+const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 30);
 const DIALECTS = (process.env.BENCH_DIALECTS ?? 'sqlite,postgres').split(',');
 /** Substrings of scenario names to run (default all): BENCH_SCENARIOS=typename,list */
 const ONLY = (process.env.BENCH_SCENARIOS ?? '').split(',').filter((s) => s !== '');
@@ -498,7 +500,11 @@ export async function runThroughputBench(): Promise<void> {
         const { rss, peak } = memoryMiB(target.process);
         return `${rss.toFixed(0)} / ${peak.toFixed(0)}`;
       };
-      memoryRows.push(`| ${dialect} | ${mib(app)} | ${mib(peer)} |`);
+      const right = [mib(app), mib(jitFloor), mib(peer)];
+      // Then idle: what each process gives back when the load stops (V8's memory reducer starts only after a full collection).
+      await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1_000));
+      const rss = (target: Target | undefined) => (target === undefined ? '–' : memoryMiB(target.process).rss.toFixed(0));
+      memoryRows.push(`| ${dialect} | ${right[0]} | ${rss(app)} | ${right[1]} | ${rss(jitFloor)} | ${right[2]} | ${rss(peer)} |`);
     } finally {
       for (const target of targets) target.process.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 300));
@@ -524,9 +530,9 @@ export async function runThroughputBench(): Promise<void> {
     peerRows,
   );
   printTable(
-    'Memory after the run (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS <= 200 MiB)',
-    '| dialect | app RSS / peak | PostGraphile RSS / peak |',
-    '|---|--:|--:|',
+    `Memory after the run, and after ${IDLE_SECONDS} s idle (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS after the run <= 200 MiB)`,
+    '| dialect | app RSS / peak | app RSS idle | jit floor RSS / peak | jit floor RSS idle | PostGraphile RSS / peak | PostGraphile RSS idle |',
+    '|---|--:|--:|--:|--:|--:|--:|',
     memoryRows,
   );
 }

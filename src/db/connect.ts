@@ -137,6 +137,11 @@ export interface OpenDatabaseOptions {
   statementTimeoutMs?: number;
   /** Postgres: see {@link PoolMode}. Default `direct`. */
   poolMode?: PoolMode;
+  /**
+   * Postgres, direct: run the store's fixed statements named, parsed once per
+   * connection (named-statements.ts). Default true; never through a transaction pooler.
+   */
+  namedStatements?: boolean;
   /** Postgres: how long to wait for a pooled connection in ms. Default 5 000. */
   connectionTimeoutMs?: number;
   /** Postgres: pool size. Default 10. */
@@ -248,7 +253,7 @@ const UNDEFINED_OBJECT = '42704';
 
 function postgresPool(connectionString: string, options: OpenDatabaseOptions): pg.Pool {
   // Named statements (named-statements.ts) on a connection of our own; a transaction pooler cannot keep them.
-  const naming = options.poolMode !== 'transaction';
+  const naming = options.poolMode !== 'transaction' && options.namedStatements !== false;
   /** Connections to a server without `plan_cache_mode` (before PostgreSQL 12): they name nothing. */
   const unnamed = new WeakSet<pg.ClientBase>();
   const pool = new pg.Pool({

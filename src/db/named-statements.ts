@@ -3,15 +3,17 @@
  *
  * An unnamed statement (what Kysely sends) is parsed and analysed by the
  * server on every run. For the store's short statements that is most of
- * their cost in Postgres: the dashboard list's two statements ran at 2 650
- * runs/s unnamed and 4 400 named, on one connection (issue 21; pgbench -M
- * extended against -M prepared, the same text, `plan_cache_mode =
- * force_custom_plan` in both). The store's statements whose text never
+ * their cost in Postgres: under the throughput benchmark's load the
+ * dashboard list cost Postgres 0.35 ms of CPU per request unnamed and 0.28
+ * named (issue 21; `bench/throughput.ts` with and without
+ * `DATABASE_NAMED_STATEMENTS=false`, its Postgres CPU column; README,
+ * "What Postgres parsed"). The store's statements whose text never
  * changes (src/store/prepared.ts) are registered here by text and get a name
  * derived from it; the pg wrapper in connect.ts sends a registered text with
  * its name on a direct connection, so each connection parses it once. Through
  * a transaction pooler statements stay unnamed: the next transaction may run
- * on a server connection that never saw the name.
+ * on a server connection that never saw the name. `DATABASE_NAMED_STATEMENTS=false`
+ * (OpenDatabaseOptions.namedStatements) turns naming off everywhere.
  *
  * Two rules keep a named statement answering as its unnamed self:
  *

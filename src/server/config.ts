@@ -46,6 +46,7 @@ const EnvSchema = z.object({
   HOST: text('a host name or address to listen on, e.g. 127.0.0.1 or 0.0.0.0').default('127.0.0.1'),
   DATABASE_URL: z.string().optional(),
   DATABASE_POOL_MODE: oneOf(['direct', 'transaction']).default('direct'),
+  DATABASE_NAMED_STATEMENTS: bool.default(true),
   CHANGE_FEED_DATABASE_URL: z.string().optional(),
   READ_DATABASE_URLS: z.string().optional(),
   MAX_REPLICA_LAG_MS: int(0, 3_600_000).default(5_000),
@@ -157,7 +158,7 @@ export interface ServerConfig {
   console: boolean;
   introspection: boolean;
   /** `poolMode` `transaction`: `DATABASE_URL` goes through a transaction-pooling PgBouncer (see {@link PoolMode}). */
-  db: { statementTimeoutMs: number; poolMax: number; poolMode: PoolMode };
+  db: { statementTimeoutMs: number; poolMax: number; poolMode: PoolMode; namedStatements: boolean };
   /**
    * Hot standbys for reads that may be a moment stale (`READ_DATABASE_URLS`,
    * comma-separated Postgres URLs; none by default): see src/db/read-replicas.ts.
@@ -272,7 +273,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     graphiql: e.GRAPHIQL ?? e.NODE_ENV !== 'production',
     console: e.CONSOLE,
     introspection: e.INTROSPECTION,
-    db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE },
+    db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE, namedStatements: e.DATABASE_NAMED_STATEMENTS },
     readReplicas: { standbys, maxLagMs: e.MAX_REPLICA_LAG_MS, checkIntervalMs: e.REPLICA_CHECK_INTERVAL_MS, readYourWritesWaitMs: e.READ_YOUR_WRITES_WAIT_MS },
     limits: {
       maxDepth: e.MAX_QUERY_DEPTH,

@@ -23,8 +23,9 @@
  * per-phase handler lists filtered per request, the server context copied
  * per response, process-wide WeakMaps keyed per request) cost about 0.3 ms
  * of CPU per write-back sequence of four requests, some 8 % of the
- * server's, for four series (`bench/throughput.ts` sequence, the app with
- * and without them). Here the operation's labels are one object per
+ * server's, for four series (measured on 2026-12-03 under the throughput
+ * benchmark's sequence load, a build of the app with them against one
+ * without; README, "What Postgres parsed"). Here the operation's labels are one object per
  * operation name and type, made once, noted on the request's context and
  * request under symbols (docs/architecture.md, "Per-request objects must
  * die young").
@@ -133,8 +134,7 @@ export function useGraphQLMetrics({ registry, endpoint, operationName }: GraphQL
     onParse({ context }) {
       return ({ result }) => {
         if (result === null || result instanceof Error) {
-          const code = errorCode(result);
-          countError(UNPARSED, 'parse', code === 'UNKNOWN' ? 'GRAPHQL_PARSE_FAILED' : code);
+          countError(UNPARSED, 'parse', errorCode(result, 'GRAPHQL_PARSE_FAILED'));
           return;
         }
         const named = (context as { params?: { operationName?: string | null } }).params?.operationName ?? undefined;
@@ -149,9 +149,7 @@ export function useGraphQLMetrics({ registry, endpoint, operationName }: GraphQL
       const labels = (context as Noted)[LABELS];
       if (labels === undefined) return undefined;
       return ({ valid, result }) => {
-        if (valid) return;
-        const code = (result[0] as GraphQLError | undefined)?.extensions?.code;
-        countError(labels, 'validate', typeof code === 'string' && CODE.test(code) ? code : 'GRAPHQL_VALIDATION_FAILED');
+        if (!valid) countError(labels, 'validate', errorCode(result[0], 'GRAPHQL_VALIDATION_FAILED'));
       };
     },
     onExecute({ args }) {
@@ -185,8 +183,8 @@ export function useGraphQLMetrics({ registry, endpoint, operationName }: GraphQL
 /** A well-formed `extensions.code` (SCREAMING_SNAKE, at most 64 characters). */
 const CODE = /^[A-Z_]{1,64}$/;
 
-/** The label value of an error's `extensions.code`: the code, or `UNKNOWN` for none or a malformed one. */
-function errorCode(error: unknown): string {
+/** The label value of an error's `extensions.code`: the code, or `fallback` for none or a malformed one. */
+function errorCode(error: unknown, fallback = 'UNKNOWN'): string {
   const code = (error as GraphQLError | null | undefined)?.extensions?.code;
-  return typeof code === 'string' && CODE.test(code) ? code : 'UNKNOWN';
+  return typeof code === 'string' && CODE.test(code) ? code : fallback;
 }

@@ -63,6 +63,7 @@ async function main(): Promise<void> {
     statementTimeoutMs: config.db.statementTimeoutMs,
     poolMax: config.db.poolMax,
     poolMode: config.db.poolMode,
+    namedStatements: config.db.namedStatements,
     onPoolError,
     ...(tracing !== undefined && { log: sqlSpans(tracing.provider, config.database.dialect) }),
   });
@@ -126,7 +127,7 @@ async function main(): Promise<void> {
           maxLagMs: config.readReplicas.maxLagMs,
           checkIntervalMs: config.readReplicas.checkIntervalMs,
           readYourWritesWaitMs: config.readReplicas.readYourWritesWaitMs,
-          poolOptions: { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: config.db.poolMax, onPoolError },
+          poolOptions: { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: config.db.poolMax, namedStatements: config.db.namedStatements, onPoolError },
           ...(tracing !== undefined && { log: sqlSpans(tracing.provider, 'postgres') }),
           logger: logger.child({ component: 'read-standbys' }),
         })

@@ -82,8 +82,8 @@ describe.skipIf(!runs)('postgres: named statements per connection', () => {
   });
 
   /** One connection, so every statement provably shares one session. */
-  function open(poolMode: PoolMode = 'direct'): OpenDatabase {
-    const database = openDatabase(parseDatabaseURL(scratch.url), { poolMode, poolMax: 1 });
+  function open(poolMode: PoolMode = 'direct', namedStatements = true): OpenDatabase {
+    const database = openDatabase(parseDatabaseURL(scratch.url), { poolMode, namedStatements, poolMax: 1 });
     opened.push(database);
     return database;
   }
@@ -126,6 +126,15 @@ describe.skipIf(!runs)('postgres: named statements per connection', () => {
     const database = open('transaction');
     const { store, claimed } = await claimOne(database, 'unnamed-1');
     expect((await getOperationsByNodeKeys(store, [claimed.operation.nodeKey]))[0]?.operationID).toBe('unnamed-1');
+    expect(await preparedOnSession(database)).toEqual([]);
+    const mode = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(database.db);
+    expect(mode.rows[0]!.mode).toBe('auto');
+  });
+
+  it('DATABASE_NAMED_STATEMENTS=false: a direct connection names nothing and keeps its plan cache mode', async () => {
+    const database = open('direct', false);
+    const { store, claimed } = await claimOne(database, 'unnamed-2');
+    expect((await getOperationsByNodeKeys(store, [claimed.operation.nodeKey]))[0]?.operationID).toBe('unnamed-2');
     expect(await preparedOnSession(database)).toEqual([]);
     const mode = await sql<{ mode: string }>`select current_setting('plan_cache_mode') as mode`.execute(database.db);
     expect(mode.rows[0]!.mode).toBe('auto');

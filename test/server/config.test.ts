@@ -78,6 +78,7 @@ describe('server configuration', () => {
     HOST: [' ', 'must be a host name or address to listen on, e.g. 127.0.0.1 or 0.0.0.0 (got " ")'],
     DATABASE_URL: ['sqlite:', 'must name a file after "sqlite:", e.g. sqlite:./data/store.sqlite (got "sqlite:")'],
     DATABASE_POOL_MODE: ['session', 'must be one of direct, transaction (got "session")'],
+    DATABASE_NAMED_STATEMENTS: ['sometimes', 'must be true or false (or 1/0, yes/no) (got "sometimes")'],
     CHANGE_FEED_DATABASE_URL: ['mysql://app:s3cret@db/store', 'must start with postgres://, postgresql:// or sqlite: (unset uses the embedded SQLite file) (got "mysql://app:***@db/store")'],
     PERSISTED_DOCUMENTS: ['yes', 'must be one of off, allow, only (got "yes")'],
     PERSISTED_DOCUMENTS_FILE: [' ', 'must be a path to a persisted-documents manifest (JSON) (got " ")'],
@@ -151,6 +152,8 @@ describe('server configuration', () => {
   it('takes the direct CHANGE_FEED_DATABASE_URL (default DATABASE_URL) and DATABASE_POOL_MODE (default direct)', () => {
     const direct = loadConfig({ DATABASE_URL: 'postgres://app@db.internal:5432/store' });
     expect(direct.db.poolMode).toBe('direct');
+    expect(direct.db.namedStatements).toBe(true);
+    expect(loadConfig({ DATABASE_URL: 'postgres://app@db.internal:5432/store', DATABASE_NAMED_STATEMENTS: 'false' }).db.namedStatements).toBe(false);
     expect(direct.directDatabase).toEqual(direct.database);
     expect(loadConfig({}).directDatabase).toMatchObject({ dialect: 'sqlite' });
     const pooled = loadConfig({
