@@ -17,6 +17,7 @@ import { everyRowIndexesFencedMigration } from './0009-every-row-indexes-fenced.
 import { operationIDIndexMigration } from './0010-operation-id-index.js';
 import { operationActivityMigration } from './0011-operation-activity.js';
 import { replayParametersMigration } from './0012-replay-parameters.js';
+import { requestKeysAndSendWindowMigration } from './0013-request-keys-and-send-window.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -35,5 +36,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0010-operation-id-index': operationIDIndexMigration(types),
     '0011-operation-activity': operationActivityMigration(types),
     '0012-replay-parameters': replayParametersMigration(types),
+    '0013-request-keys-and-send-window': requestKeysAndSendWindowMigration(types),
   };
 }

@@ -9,8 +9,11 @@ import type { ObservationRecord, ObservationRepair } from '../src/store/observat
 import type { GraphQLContext } from './context.js';
 import { ForbiddenError } from './errors.js';
 import { REPAIR_WRITTEN_ORDER } from '../src/store/page.js';
-import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ConnectionCursors, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
+
+/** Cursors of `repairsWrittenSince`: they name the connection, so another list's cursor is refused. */
+const REPAIR_CURSORS = new ConnectionCursors('repairsWrittenSince', REPAIR_WRITTEN_ORDER);
 
 export { OBSERVATION_RECORD_TYPE, type ObservationRecord, type ObservationRepair } from '../src/store/observations/index.js';
 
@@ -106,11 +109,11 @@ export async function deleteObservationRepair(documentID: string, ctx: GraphQLCo
  * listed, so a cursor never skips a repair written in the same millisecond.
  */
 export async function repairsWrittenSince(args: ConnectionArgs, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, REPAIR_WRITTEN_ORDER);
+  const request = forwardPageRequest(args, REPAIR_CURSORS);
   const page = await observations.listRepairsWrittenSince(ctx.store, { after: request.after ?? null, limit: Math.max(request.first, 1) });
   const repairs = request.first === 0 ? [] : page.repairs;
   return {
-    ...toConnection(request, { items: repairs, hasMore: request.first === 0 ? page.repairs.length > 0 : page.hasMore }, REPAIR_WRITTEN_ORDER),
+    ...toConnection(request, { items: repairs, hasMore: request.first === 0 ? page.repairs.length > 0 : page.hasMore }, REPAIR_CURSORS),
     totalCount: () => observations.countObservationRepairs(ctx.store),
   };
 }

@@ -4,17 +4,23 @@
  */
 import { InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
 import { ForbiddenError } from './errors.js';
-import { finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
+import { FINALIZE_ANSWER, finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
 import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from './context.js';
 import { ATTEMPT_HISTORY_ORDER, NEWEST_FIRST } from '../src/store/page.js';
-import { forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ConnectionCursors, forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { announce, announceAll } from './changes.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
+
+/** Cursors of `operations`: they name the connection, so another list's cursor is refused. */
+const OPERATION_CURSORS = new ConnectionCursors('operations', NEWEST_FIRST);
+
+/** Cursors of `attemptHistory`: they name the connection, so another list's cursor is refused. */
+const ATTEMPT_HISTORY_CURSORS = new ConnectionCursors('attemptHistory', ATTEMPT_HISTORY_ORDER);
 
 export {
   MAX_BULK_ACTION,
@@ -94,11 +100,11 @@ export interface OperationCountShape {
 
 /** `operations`: the viewer's visible operations, newest first, keyset-paged. */
 export async function listOperations(args: ConnectionArgs & { filter?: OperationFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, NEWEST_FIRST);
+  const request = pageRequest(args, OPERATION_CURSORS);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await operations.listOperations(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.operations, hasMore: page.hasMore }, NEWEST_FIRST),
+    ...toConnection(request, { items: page.operations, hasMore: page.hasMore }, OPERATION_CURSORS),
     totalCount: () => operations.countOperations(ctx.store, scope),
   };
 }
@@ -150,25 +156,44 @@ export type ClaimOperationArgs = Omit<operations.ClaimOperationInput, 'callerDID
 };
 
 /** `claimOperation`: the viewer is always the caller; only a service may name another owner. */
-export async function claimOperation(input: ClaimOperationArgs, ctx: GraphQLContext) {
+export async function claimOperation(input: ClaimOperationArgs & { requestKey?: string | null }, ctx: GraphQLContext) {
   const callerDID = viewerDID(ctx.viewer);
   const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
-  const result = await operations.claimOperation(ctx.store, { ...input, callerDID, ownerDID, sourceID: input.sourceID ?? null, documentID: input.documentID ?? null });
+  const { requestKey, ...fields } = input;
+  const claim = { ...fields, callerDID, ownerDID, sourceID: input.sourceID ?? null, documentID: input.documentID ?? null };
+  const { answer, replayed } = await operations.runKeyedRequest(
+    ctx.store,
+    keyed(claim, requestKey, 'claimOperation', fields),
+    operations.CLAIM_ANSWER,
+    (tx) => operations.claimOperation(tx, claim),
+  );
   // Only a claim that took a lease wrote anything.
-  if (result.outcome === 'CLAIMED') await announce(ctx, 'operation', [result.operation.nodeKey]);
-  return result;
+  if (answer.outcome === 'CLAIMED' && !replayed) await announce(ctx, 'operation', [answer.operation.nodeKey]);
+  return { ...answer, replayed };
 }
 
-/** What every fenced write carries besides its own fields: the lease epoch and the holder's token. */
+/** What every fenced write carries besides its own fields: the lease epoch, the holder's token, and the request's key. */
 export interface FenceArgs {
   version: number;
   leaseToken: string;
+  /** The client's key for this request: the same request resent (after a lost answer) gets the same answer and writes nothing more. */
+  requestKey?: string | null;
 }
 
-/** What a fenced write returns: the operation after it, and the lease when it granted one. */
+/** What a fenced write returns: the operation after it, the lease when it granted one, and whether it was a replay. */
 export interface OperationPayload {
   operation: ConnectorOperation;
   lease?: OperationLease | null;
+  /** True when this answered a request already recorded under its request key: nothing was written. */
+  replayed?: boolean;
+}
+
+/** The keyed request of a step, or undefined without a request key (the step then runs unkeyed). */
+function keyed(key: operations.OperationKey, requestKey: string | null | undefined, step: operations.OperationRequestStep, input: object): operations.KeyedRequest | undefined {
+  if (requestKey == null) return undefined;
+  const fields: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(input)) if (field !== 'requestKey' && field !== 'id' && value != null) fields[field] = value;
+  return { key: { callerDID: key.callerDID, operationID: key.operationID }, requestKey, step, input: fields };
 }
 
 /** Turns a loaded (visible) operation and the holder's credentials into a store fence. */
@@ -177,47 +202,70 @@ function fenceOf(operation: ConnectorOperation | null, { version, leaseToken }: 
   return { key: { callerDID: operation.callerDID, operationID: operation.operationID }, version, leaseToken };
 }
 
-/** Runs one fenced store write on a visible operation and announces the change once it committed. */
-async function fencedWrite(
+/** Runs one fenced store write on a visible operation, keyed by its request key, and announces the change once it committed. */
+async function fencedWrite<A>(
   operation: ConnectorOperation | null,
   input: FenceArgs,
   ctx: GraphQLContext,
-  write: (fence: operations.OperationFence) => Promise<OperationPayload>,
+  step: operations.OperationRequestStep,
+  codec: operations.AnswerCodec<A>,
+  write: (tx: GraphQLContext['store'], fence: operations.OperationFence) => Promise<A>,
+  payload: (answer: A) => OperationPayload,
 ): Promise<OperationPayload> {
-  const result = await write(fenceOf(operation, input));
-  await announce(ctx, 'operation', [result.operation.nodeKey]);
-  return result;
+  const fence = fenceOf(operation, input);
+  const { answer, replayed } = await operations.runKeyedRequest(ctx.store, keyed(fence.key, input.requestKey, step, input), codec, (tx) => write(tx, fence));
+  const result = payload(answer);
+  if (!replayed) await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return { ...result, replayed };
 }
 
+const operationOnly = (operation: ConnectorOperation): OperationPayload => ({ operation });
+
 /** `acquireOperationLease`: take an absent or expired lease of a visible live operation. */
-export async function acquireOperationLease(operation: ConnectorOperation | null, leaseMs: number, ctx: GraphQLContext): Promise<OperationPayload> {
+export async function acquireOperationLease(
+  operation: ConnectorOperation | null,
+  input: { leaseMs: number; requestKey?: string | null },
+  ctx: GraphQLContext,
+): Promise<OperationPayload> {
   if (operation === null) throw new NotFoundError('operation');
-  const result = await operations.acquireOperationLease(ctx.store, { key: { callerDID: operation.callerDID, operationID: operation.operationID }, leaseMs });
-  if (!result.acquired) throw new InvalidStateError('a live lease is held, or the operation is finished');
-  await announce(ctx, 'operation', [result.operation.nodeKey]);
-  return { operation: result.operation, lease: result.lease };
+  const key = { callerDID: operation.callerDID, operationID: operation.operationID };
+  const { answer, replayed } = await operations.runKeyedRequest(
+    ctx.store,
+    keyed(key, input.requestKey, 'acquireOperationLease', { leaseMs: input.leaseMs }),
+    operations.ACQUIRE_ANSWER,
+    (tx) => operations.acquireOperationLease(tx, { key, leaseMs: input.leaseMs }),
+  );
+  if (!answer.acquired) throw new InvalidStateError('a live lease is held, or the operation is finished');
+  if (!replayed) await announce(ctx, 'operation', [answer.operation.nodeKey]);
+  return { operation: answer.operation, lease: answer.lease, replayed };
 }
 
 /** `renewOperationLease`: extend the holder's live lease. */
 export function renewOperationLease(operation: ConnectorOperation | null, input: FenceArgs & { leaseMs: number }, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, (fence) => operations.renewOperationLease(ctx.store, { ...fence, leaseMs: input.leaseMs }));
+  return fencedWrite(operation, input, ctx, 'renewOperationLease', operations.RENEW_ANSWER, (tx, fence) => operations.renewOperationLease(tx, { ...fence, leaseMs: input.leaseMs }), (a) => a);
 }
 
 /** `releaseOperationLease`: give the lease up. */
 export function releaseOperationLease(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, async (fence) => ({ operation: await operations.releaseOperationLease(ctx.store, fence) }));
+  return fencedWrite(operation, input, ctx, 'releaseOperationLease', operations.OPERATION_ANSWER, (tx, fence) => operations.releaseOperationLease(tx, fence), operationOnly);
 }
 
 /** `startOperationAttempt`: the next attempt (attempts + 1, send marker cleared). */
 export function startOperationAttempt(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, async (fence) => ({ operation: await operations.startOperationAttempt(ctx.store, fence) }));
+  return fencedWrite(operation, input, ctx, 'startOperationAttempt', operations.OPERATION_ANSWER, (tx, fence) => operations.startOperationAttempt(tx, fence), operationOnly);
 }
 
 /** `markOperationSent`: the holder is about to send the provider request. */
-export function markOperationSent(operation: ConnectorOperation | null, input: FenceArgs & { sendMarker: string }, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, async (fence) => ({
-    operation: await operations.markOperationSent(ctx.store, { ...fence, sendMarker: input.sendMarker }),
-  }));
+export function markOperationSent(operation: ConnectorOperation | null, input: FenceArgs & { sendMarker: string; sendTimeoutMs?: number | null }, ctx: GraphQLContext) {
+  return fencedWrite(
+    operation,
+    input,
+    ctx,
+    'markOperationSent',
+    operations.OPERATION_ANSWER,
+    (tx, fence) => operations.markOperationSent(tx, { ...fence, sendMarker: input.sendMarker, ...(input.sendTimeoutMs != null && { sendTimeoutMs: input.sendTimeoutMs }) }),
+    operationOnly,
+  );
 }
 
 /** Input of `recordOperationAttempt`. */
@@ -231,8 +279,8 @@ export interface RecordOperationAttemptArgs extends FenceArgs {
 
 /** `recordOperationAttempt`: how the attempt ended; reschedules, reconciles, defers or gives up. */
 export function recordOperationAttempt(operation: ConnectorOperation | null, input: RecordOperationAttemptArgs, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, async (fence) => ({
-    operation: await operations.recordOperationOutcome(ctx.store, {
+  return fencedWrite(operation, input, ctx, 'recordOperationAttempt', operations.OPERATION_ANSWER, (tx, fence) =>
+    operations.recordOperationOutcome(tx, {
       ...fence,
       kind: input.kind,
       ...(input.lastHTTPStatus != null && { lastHTTPStatus: input.lastHTTPStatus }),
@@ -240,7 +288,8 @@ export function recordOperationAttempt(operation: ConnectorOperation | null, inp
       ...(input.retryAfterMs != null && { retryAfterMs: input.retryAfterMs }),
       ...(input.message != null && { message: input.message }),
     }),
-  }));
+    operationOnly,
+  );
 }
 
 /** One entry of `ConnectorOperation.attemptHistory`. */
@@ -262,10 +311,10 @@ const historyLoaders = createContextCache((ctx: GraphQLContext) => ({
 
 /** `ConnectorOperation.attemptHistory`: its attempts, newest first, forward pages; every operation of a request level in one statement. */
 export async function attemptHistory(operation: ConnectorOperation, args: ConnectionArgs, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, ATTEMPT_HISTORY_ORDER);
+  const request = forwardPageRequest(args, ATTEMPT_HISTORY_CURSORS);
   const page = await historyLoaders(ctx).pages.load({ operation, first: request.first, ...(request.after !== undefined && { after: request.after }) });
   return {
-    ...toConnection(request, { items: page.attempts, hasMore: page.hasMore }, ATTEMPT_HISTORY_ORDER),
+    ...toConnection(request, { items: page.attempts, hasMore: page.hasMore }, ATTEMPT_HISTORY_CURSORS),
     totalCount: () => operations.countAttemptHistory(ctx.store, { callerDID: operation.callerDID, operationID: operation.operationID }),
   };
 }
@@ -295,13 +344,15 @@ async function loadAttemptHistories(keys: readonly AttemptHistoryKey[], ctx: Gra
 
 /** `recordReconcileResult`: whether a reconcile-only write landed at the provider. */
 export function recordReconcileResult(operation: ConnectorOperation | null, input: FenceArgs & { landed: boolean; providerEtag?: string | null }, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, async (fence) => ({
-    operation: await operations.recordReconcileResult(ctx.store, {
-      ...fence,
-      landed: input.landed,
-      ...(input.providerEtag != null && { providerEtag: input.providerEtag }),
-    }),
-  }));
+  return fencedWrite(
+    operation,
+    input,
+    ctx,
+    'recordReconcileResult',
+    operations.OPERATION_ANSWER,
+    (tx, fence) => operations.recordReconcileResult(tx, { ...fence, landed: input.landed, ...(input.providerEtag != null && { providerEtag: input.providerEtag }) }),
+    operationOnly,
+  );
 }
 
 /** Input of `finalizeOperation`. */
@@ -324,8 +375,9 @@ export async function finalizeOperation(
   ctx: GraphQLContext,
 ): Promise<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperation | null; watch: ProjectionWatch | null }> {
   if (operation === null) throw new NotFoundError('operation');
-  const result = await finalizeOperationAndArmWatch(ctx.store, {
-    key: { callerDID: operation.callerDID, operationID: operation.operationID },
+  const key = { callerDID: operation.callerDID, operationID: operation.operationID };
+  const { answer: result } = await operations.runKeyedRequest(ctx.store, keyed(key, input.requestKey, 'finalizeOperation', input), FINALIZE_ANSWER, (tx) => finalizeOperationAndArmWatch(tx, {
+    key,
     version: input.version,
     leaseToken: input.leaseToken,
     documentID: input.documentID,
@@ -338,7 +390,7 @@ export async function finalizeOperation(
       accountKey: operation.accountKey,
       sourceID: input.sourceID,
     },
-  });
+  }));
   // A lost finalize, and a replay of one that already committed, wrote nothing and announce nothing.
   if (result.finalized && !result.replayed) {
     await announceAll(ctx, { operation: [operation.nodeKey], watch: [result.watch?.nodeKey] });

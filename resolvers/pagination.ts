@@ -1,9 +1,11 @@
 /**
  * Keyset connections over the store's pages: Relay arguments → a store page
  * request, and a store page → edges and page info. Cursors are opaque
- * base64url JSON of the store's keyset position, parsed by the list's keyset
- * (src/store/page.ts owns their shape and the first/last rule); a cursor that
- * does not parse is a BAD_USER_INPUT error, never a silent first page.
+ * base64url JSON of the connection's name and the store's keyset position,
+ * parsed by the list's keyset (src/store/page.ts owns their shape and the
+ * first/last rule); a cursor that does not parse, or that another connection
+ * issued (operations, watches and sweep receipts share one keyset shape), is
+ * a BAD_USER_INPUT error, never a silent first page.
  */
 import { GraphQLError } from 'graphql';
 import { InvalidInputError } from '../src/store/errors.js';
@@ -29,26 +31,43 @@ export interface PageRequest<C> {
 
 type AnyKeyset<C> = Keyset<C & Record<string, number | string>>;
 
-/** Encodes a store cursor as an opaque string. */
-export function encodeCursor(cursor: unknown): string {
-  return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
-}
+/**
+ * The cursors of one connection: its name (part of every cursor it issues)
+ * and the store keyset that orders it. One per connection, at module scope.
+ */
+export class ConnectionCursors<C> {
+  constructor(
+    /** The connection's field name (`operations`, `watches`, …): a cursor of another connection is refused. */
+    readonly connection: string,
+    readonly keyset: AnyKeyset<C>,
+  ) {}
 
-/** Decodes a cursor of `keyset`'s list, or refuses it as BAD_USER_INPUT naming `argName`. */
-export function decodeCursor<C>(value: string, argName: string, keyset: AnyKeyset<C>): C {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
-  } catch {
-    parsed = undefined;
+  /** The cursor of an item, as the store's keyset names it. */
+  cursorOf(item: unknown): C {
+    return this.keyset.cursorOf(item as C & Record<string, number | string>);
   }
-  const cursor = keyset.parse(parsed);
-  if (cursor === null) throw new GraphQLError(`${argName} is not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
-  return cursor;
+
+  /** An opaque string: base64url JSON of `[connection, position]`. */
+  encode(cursor: C): string {
+    return Buffer.from(JSON.stringify([this.connection, cursor]), 'utf8').toString('base64url');
+  }
+
+  /** A cursor this connection issued, or BAD_USER_INPUT naming `argName` ("after is not a cursor of this connection"). */
+  decode(value: string, argName: string): C {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
+    } catch {
+      parsed = undefined;
+    }
+    const cursor = Array.isArray(parsed) && parsed.length === 2 && parsed[0] === this.connection ? this.keyset.parse(parsed[1]) : null;
+    if (cursor === null) throw new GraphQLError(`${argName} is not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
+    return cursor;
+  }
 }
 
 /** Turns Relay arguments into a store page request by the store's first/last rule; `forwardOnly` refuses `last` and `before`. */
-export function pageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>, forwardOnly = false): PageRequest<C> {
+export function pageRequest<C>(args: ConnectionArgs, cursors: ConnectionCursors<C>, forwardOnly = false): PageRequest<C> {
   let size: { first: number } | { last: number };
   try {
     size = connectionSize(args, forwardOnly);
@@ -57,14 +76,14 @@ export function pageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>, forwa
     throw error;
   }
   const request: PageRequest<C> = { ...size };
-  if (args.after != null) request.after = decodeCursor(args.after, 'after', keyset);
-  if (args.before != null) request.before = decodeCursor(args.before, 'before', keyset);
+  if (args.after != null) request.after = cursors.decode(args.after, 'after');
+  if (args.before != null) request.before = cursors.decode(args.before, 'before');
   return request;
 }
 
 /** {@link pageRequest} for connections that page forward only (`first`/`after`). */
-export function forwardPageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>): PageRequest<C> & { first: number } {
-  return pageRequest(args, keyset, true) as PageRequest<C> & { first: number };
+export function forwardPageRequest<C>(args: ConnectionArgs, cursors: ConnectionCursors<C>): PageRequest<C> & { first: number } {
+  return pageRequest(args, cursors, true) as PageRequest<C> & { first: number };
 }
 
 /**
@@ -73,8 +92,8 @@ export function forwardPageRequest<C>(args: ConnectionArgs, keyset: AnyKeyset<C>
  * precede it. The other direction is reported only as far as it is known
  * cheaply (a cursor was given), which Relay permits.
  */
-export function toConnection<T, C>(request: PageRequest<C>, page: { items: T[]; hasMore: boolean }, keyset: { cursorOf(item: NoInfer<T>): unknown }) {
-  const cursorOf = (item: T) => keyset.cursorOf(item);
+export function toConnection<T, C>(request: PageRequest<C>, page: { items: T[]; hasMore: boolean }, cursors: ConnectionCursors<C>) {
+  const cursorOf = (item: T) => cursors.encode(cursors.cursorOf(item));
   const edges = page.items.map((node) => new Edge(node, cursorOf));
   const forward = request.last === undefined;
   const hasNextPage = forward ? page.hasMore : request.before !== undefined;
@@ -94,17 +113,17 @@ export function toConnection<T, C>(request: PageRequest<C>, page: { items: T[]; 
 class PageInfo<T> {
   constructor(
     private readonly items: readonly T[],
-    private readonly cursorOf: (item: T) => unknown,
+    private readonly cursorOf: (item: T) => string,
     readonly hasNextPage: boolean,
     readonly hasPreviousPage: boolean,
   ) {}
 
   get startCursor(): string | null {
-    return this.items.length === 0 ? null : encodeCursor(this.cursorOf(this.items[0]!));
+    return this.items.length === 0 ? null : this.cursorOf(this.items[0]!);
   }
 
   get endCursor(): string | null {
-    return this.items.length === 0 ? null : encodeCursor(this.cursorOf(this.items[this.items.length - 1]!));
+    return this.items.length === 0 ? null : this.cursorOf(this.items[this.items.length - 1]!);
   }
 }
 
@@ -116,11 +135,11 @@ class PageInfo<T> {
 class Edge<T> {
   constructor(
     readonly node: T,
-    private readonly cursorOf: (item: T) => unknown,
+    private readonly cursorOf: (item: T) => string,
   ) {}
 
   get cursor(): string {
-    return encodeCursor(this.cursorOf(this.node));
+    return this.cursorOf(this.node);
   }
 }
 

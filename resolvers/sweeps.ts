@@ -23,8 +23,14 @@ import { announce } from './changes.js';
 import type { GraphQLContext } from './context.js';
 import { NotFoundError } from './errors.js';
 import { NEWEST_FIRST, SWEEP_CANDIDATE_ORDER } from '../src/store/page.js';
-import { forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ConnectionCursors, forwardPageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
+
+/** Cursors of `candidates`: they name the connection, so another list's cursor is refused. */
+const SWEEP_CANDIDATE_CURSORS = new ConnectionCursors('candidates', SWEEP_CANDIDATE_ORDER);
+
+/** Cursors of `sweepReceipts`: they name the connection, so another list's cursor is refused. */
+const SWEEP_RECEIPT_CURSORS = new ConnectionCursors('sweepReceipts', NEWEST_FIRST);
 
 export {
   MAX_SWEEP_APPLY_ATTEMPTS,
@@ -102,7 +108,7 @@ export async function receiptCandidates(
   args: ConnectionArgs & { states?: SweepCandidateState[] | null },
   ctx: GraphQLContext,
 ) {
-  const request = forwardPageRequest(args, SWEEP_CANDIDATE_ORDER);
+  const request = forwardPageRequest(args, SWEEP_CANDIDATE_CURSORS);
   const pageRequest: SweepCandidatePageRequest = {
     first: request.first,
     ...(request.after !== undefined && { after: request.after }),
@@ -111,7 +117,7 @@ export async function receiptCandidates(
   const page = await sweepLoaders(ctx).candidatePages.load({ receipt: receiptKeyOf(receipt), request: pageRequest });
   const counts = () => sweepLoaders(ctx).counts.load(receiptKeyOf(receipt));
   return {
-    ...toConnection(request, { items: page.candidates, hasMore: page.hasMore }, SWEEP_CANDIDATE_ORDER),
+    ...toConnection(request, { items: page.candidates, hasMore: page.hasMore }, SWEEP_CANDIDATE_CURSORS),
     totalCount: async () => {
       const byState = await counts();
       return (pageRequest.states ?? sweeps.SWEEP_CANDIDATE_STATES).reduce((sum, state) => sum + byState[state], 0);
@@ -147,11 +153,11 @@ export function sweepReceiptMatches(filter: SweepReceiptFilterArgs | null | unde
 
 /** `sweepReceipts`: the viewer's receipts (a service sees all), newest first, keyset-paged forward. */
 export async function listSweepReceipts(args: ConnectionArgs & { filter?: SweepReceiptFilterArgs | null }, ctx: GraphQLContext) {
-  const request = forwardPageRequest(args, NEWEST_FIRST);
+  const request = forwardPageRequest(args, SWEEP_RECEIPT_CURSORS);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await sweeps.listSweepReceipts(ctx.store, { ...scope, first: request.first, ...(request.after && { after: request.after }) });
   return {
-    ...toConnection(request, { items: page.receipts, hasMore: page.hasMore }, NEWEST_FIRST),
+    ...toConnection(request, { items: page.receipts, hasMore: page.hasMore }, SWEEP_RECEIPT_CURSORS),
     totalCount: () => sweeps.countSweepReceipts(ctx.store, scope),
   };
 }

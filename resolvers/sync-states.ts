@@ -6,9 +6,12 @@ import * as syncStates from '../src/store/sync-state/index.js';
 import type { SyncState } from '../src/store/sync-state/index.js';
 import type { GraphQLContext } from './context.js';
 import { SYNC_STATE_ORDER } from '../src/store/page.js';
-import { pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ConnectionCursors, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
+
+/** Cursors of `syncStates`: they name the connection, so another list's cursor is refused. */
+const SYNC_STATE_CURSORS = new ConnectionCursors('syncStates', SYNC_STATE_ORDER);
 
 export type { SyncState } from '../src/store/sync-state/index.js';
 
@@ -28,7 +31,7 @@ export interface SyncStateFilterArgs {
 
 /** `syncStates`: the viewer's sync states (a service sees all) by connector, then owner, keyset-paged either way. */
 export async function listSyncStates(args: ConnectionArgs & { filter?: SyncStateFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, SYNC_STATE_ORDER);
+  const request = pageRequest(args, SYNC_STATE_CURSORS);
   const filter: syncStates.SyncStateFilter = {
     ...(args.filter?.connectorName != null && { connectorName: args.filter.connectorName }),
     ...(args.filter?.ownerDID != null && { ownerDID: args.filter.ownerDID }),
@@ -38,7 +41,7 @@ export async function listSyncStates(args: ConnectionArgs & { filter?: SyncState
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter };
   const page = await syncStates.listSyncStates(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, SYNC_STATE_ORDER),
+    ...toConnection(request, { items: page.syncStates, hasMore: page.hasMore }, SYNC_STATE_CURSORS),
     totalCount: () => syncStates.countSyncStates(ctx.store, scope),
   };
 }

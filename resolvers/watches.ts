@@ -6,9 +6,12 @@ import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import type { GraphQLContext } from './context.js';
 import { NEWEST_FIRST } from '../src/store/page.js';
-import { pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
+import { ConnectionCursors, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { announce } from './changes.js';
 import { actingOwner, canSeeOwned, visibilityScope } from './viewer.js';
+
+/** Cursors of `watches`: they name the connection, so another list's cursor is refused. */
+const WATCH_CURSORS = new ConnectionCursors('watches', NEWEST_FIRST);
 
 export { PROJECTION_WATCH_VERIFICATION_STATUSES, type ArmWatchResult, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 
@@ -57,11 +60,11 @@ function toStoreFilter(filter: WatchFilterArgs | null | undefined): watches.Watc
 
 /** `watches`: the viewer's watches (a service sees all), newest first, keyset-paged either way. */
 export async function listWatches(args: ConnectionArgs & { filter?: WatchFilterArgs | null }, ctx: GraphQLContext) {
-  const request = pageRequest(args, NEWEST_FIRST);
+  const request = pageRequest(args, WATCH_CURSORS);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
   const page = await watches.listWatches(ctx.store, { ...scope, ...request });
   return {
-    ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, NEWEST_FIRST),
+    ...toConnection(request, { items: page.watches, hasMore: page.hasMore }, WATCH_CURSORS),
     totalCount: () => watches.countWatches(ctx.store, scope),
   };
 }

@@ -141,4 +141,4 @@ export function resultUnion(name: `${string}Result`): { name: string; descriptio
 export const directResult = (name: `${string}Result`, types: unknown[]) => ({ types: types as never[], directResult: true, union: resultUnion(name) });
 
 /** Every error a fenced operation write can return. */
-export const FENCED_WRITE_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError];
+export const FENCED_WRITE_ERRORS = [InputValidationError, InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError, IdempotencyConflictError];

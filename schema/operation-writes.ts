@@ -34,20 +34,39 @@ import {
 } from './operation.js';
 import { ProjectionWatch } from './watch.js';
 
+/** The request key every write-back step may carry (issue 37). */
+const requestKeyField = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) =>
+  t.string({
+    required: false,
+    validate: z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters').optional().nullable(),
+    description:
+      'Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent.',
+  });
+
+/** How long a send may take: chosen at claim or at mark-sent (issue 37). */
+const sendTimeoutField = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>, when: string) =>
+  t.int({
+    required: false,
+    validate: z.number().int().min(100).max(3_600_000).optional().nullable(),
+    description: `The longest the provider request may take, in ms (100 ms to 1 h), ${when}. A takeover of a marked send with no recorded outcome waits until the mark plus this plus the server's margin before it may reconcile, so no reconcile races a request the provider is still applying.`,
+  });
+
 const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
   description: 'Claim (create or replay) the operation with this idempotency key. The caller is always the viewer.',
   fields: (t) => ({
+    requestKey: requestKeyField(t),
+    sendTimeoutMs: sendTimeoutField(t, 'for every send of this operation unless a mark names another; default: 30 s'),
     operationID: t.string({ validate: textInput, description: 'Idempotency key, unique per caller.' }),
     ownerDID: t.field({ type: 'DID', required: false, description: 'Whose data this writes. Default: the viewer; only a service may name another owner.' }),
     connectorName: t.string({ validate: nameInput, description: 'The connector that performs the write. Part of the write’s identity.' }),
     model: t.string({ validate: nameInput, description: 'The model of the written document. Part of the write’s identity.' }),
     op: t.field({ type: ConnectorOperationOp, description: 'Create or update. Part of the write’s identity.' }),
-    accountKey: t.string({ validate: textInput, description: 'Which of the owner’s provider accounts the write goes to. Kept from the first claim.' }),
+    accountKey: t.string({ validate: textInput, description: 'Which of the owner’s provider accounts the write goes to. Part of the write’s identity: a replay naming another is an IdempotencyConflictError.' }),
     target: t.string({ validate: textInput, description: 'Where at the provider the write goes (e.g. a calendar). Part of the write’s identity.' }),
     sourceID: t.string({
       required: false,
       validate: textInput.optional().nullable(),
-      description: 'The provider’s id of the target document, when known. Kept from the first claim.',
+      description: 'The provider’s id of the target document, when known. Part of the write’s identity (omitted and null are the same): a replay naming another is an IdempotencyConflictError.',
     }),
     documentID: t.string({
       required: false,
@@ -57,21 +76,25 @@ const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
     }),
     deterministicEventID: t.string({
       validate: textInput,
-      description: 'An id derived from the write, by which a reconcile can find it at the provider. Kept from the first claim; opaque to the server.',
+      description: 'An id derived from the write, by which a reconcile can find it at the provider (send it as the provider’s idempotency key). Part of the write’s identity; opaque to the server.',
     }),
     payloadHash: t.string({ validate: textInput, description: 'Your hash of the write’s payload. Part of the write’s identity.' }),
-    reissueIntent: t.string({ validate: textInput, description: 'Your intent for reissuing the write. Kept from the first claim; not interpreted by the server.' }),
+    reissueIntent: t.string({ validate: textInput, description: 'Your intent for reissuing the write. Part of the write’s identity; not interpreted by the server.' }),
     leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
   }),
 });
 
-const ClaimOperationPayload = builder.objectRef<ClaimOperationResult>('ClaimOperationPayload').implement({
+const ClaimOperationPayload = builder.objectRef<ClaimOperationResult & { replayed: boolean }>('ClaimOperationPayload').implement({
   description: 'What a claim found or did.',
   fields: (t) => ({
     outcome: t.expose('outcome', { type: ClaimOutcome, description: 'Whether you now hold a lease, and if not, why.' }),
     operation: t.field({ type: ConnectorOperation, description: 'The operation as it is after the claim.', resolve: (r) => r.operation }),
     lease: t.field({ type: OperationLeaseType, nullable: true, description: 'Only with CLAIMED.', resolve: (r) => r.lease ?? null }),
     replay: t.field({ type: OperationReplay, nullable: true, description: 'Only with REPLAYED.', resolve: (r) => r.replay ?? null }),
+    replayed: t.boolean({
+      description: 'True when this answered a claim already recorded under its `requestKey` (its answer was lost): nothing was written, and a CLAIMED lease is yours again.',
+      resolve: (r) => r.replayed,
+    }),
   }),
 });
 
@@ -88,6 +111,7 @@ const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'
   id: t.globalID({ description: 'The operation.' }),
   version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
   leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
+  requestKey: requestKeyField(t),
 });
 
 const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
@@ -98,7 +122,11 @@ const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
   description: 'Record that this run is about to send the provider request.',
   fields: (t) => ({
     ...fenceFields(t),
-    sendMarker: t.string({ validate: textInput, description: 'This run’s marker (secret; never readable).' }),
+    sendMarker: t.string({
+      validate: textInput,
+      description: 'This run’s marker (secret; never readable). The same marker again in this attempt is answered and writes nothing; another one is an IdempotencyConflictError.',
+    }),
+    sendTimeoutMs: sendTimeoutField(t, 'for this send; default: the claim’s, else 30 s'),
   }),
 });
 const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
@@ -151,6 +179,7 @@ const AcquireOperationLeaseInput = builder.inputType('AcquireOperationLeaseInput
   fields: (t) => ({
     id: t.globalID({ description: 'The operation.' }),
     leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
+    requestKey: requestKeyField(t),
   }),
 });
 
@@ -170,6 +199,7 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
     id: t.globalID({ description: 'The operation.' }),
     version: t.int({ validate: versionInput, description: 'The lease epoch your lease was granted at.' }),
     leaseToken: t.string({ validate: textInput, description: 'Your lease token.' }),
+    requestKey: requestKeyField(t),
     documentID: t.string({ validate: documentIDInput, description: 'The local document the write produced or updated.' }),
     sourceID: t.string({ validate: textInput, description: 'The provider’s id of the written document.' }),
     resultEntity: t.field({
@@ -233,8 +263,8 @@ builder.mutationFields((t) => ({
     description: 'Take an absent or expired lease: the lease epoch (version) advances. A live lease gives InvalidStateError.',
     type: OperationPayload,
     args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true, description: 'The operation and the lease length.' }) },
-    errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError]),
-    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input.leaseMs, ctx),
+    errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError, IdempotencyConflictError]),
+    resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
   renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
   releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),

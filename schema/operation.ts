@@ -370,6 +370,10 @@ export const OperationPayload = builder.objectRef<OperationPayloadShape>('Operat
   fields: (t) => ({
     operation: t.field({ type: ConnectorOperation, description: 'The operation as it is after the write.', resolve: (r) => r.operation }),
     lease: t.field({ type: OperationLeaseType, nullable: true, description: 'Set by acquire and renew.', resolve: (r) => r.lease ?? null }),
+    replayed: t.boolean({
+      description: 'True when this answered a request already recorded under its `requestKey` (its answer was lost): nothing was written.',
+      resolve: (r) => r.replayed ?? false,
+    }),
   }),
 });
 

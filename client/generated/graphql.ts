@@ -10,6 +10,8 @@ export type AcquireOperationLeaseInput = {
   id: string | number;
   /** Lease length in ms (1 s to 1 h). */
   leaseMs: number;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
 };
 
 /** How far back `operationActivity` reads, ending with the current (partial) hour. */
@@ -87,11 +89,11 @@ export type CancelOperationsInput = {
 
 /** Claim (create or replay) the operation with this idempotency key. The caller is always the viewer. */
 export type ClaimOperationInput = {
-  /** Which of the owner’s provider accounts the write goes to. Kept from the first claim. */
+  /** Which of the owner’s provider accounts the write goes to. Part of the write’s identity: a replay naming another is an IdempotencyConflictError. */
   accountKey: string;
   /** The connector that performs the write. Part of the write’s identity. */
   connectorName: string;
-  /** An id derived from the write, by which a reconcile can find it at the provider. Kept from the first claim; opaque to the server. */
+  /** An id derived from the write, by which a reconcile can find it at the provider (send it as the provider’s idempotency key). Part of the write’s identity; opaque to the server. */
   deterministicEventID: string;
   /** The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored at claim, so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given. */
   documentID?: string | null | undefined;
@@ -107,9 +109,13 @@ export type ClaimOperationInput = {
   ownerDID?: string | null | undefined;
   /** Your hash of the write’s payload. Part of the write’s identity. */
   payloadHash: string;
-  /** Your intent for reissuing the write. Kept from the first claim; not interpreted by the server. */
+  /** Your intent for reissuing the write. Part of the write’s identity; not interpreted by the server. */
   reissueIntent: string;
-  /** The provider’s id of the target document, when known. Kept from the first claim. */
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
+  /** The longest the provider request may take, in ms (100 ms to 1 h), for every send of this operation unless a mark names another; default: 30 s. A takeover of a marked send with no recorded outcome waits until the mark plus this plus the server's margin before it may reconcile, so no reconcile races a request the provider is still applying. */
+  sendTimeoutMs?: number | null | undefined;
+  /** The provider’s id of the target document, when known. Part of the write’s identity (omitted and null are the same): a replay naming another is an IdempotencyConflictError. */
   sourceID?: string | null | undefined;
   /** Where at the provider the write goes (e.g. a calendar). Part of the write’s identity. */
   target: string;
@@ -203,6 +209,8 @@ export type FinalizeOperationInput = {
   id: string | number;
   /** Your lease token. */
   leaseToken: string;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The result to record and replay to later claims (any JSON, at most 256 KiB, 64 levels). */
   resultEntity?: unknown;
   /** The provider’s id of the written document. */
@@ -217,8 +225,12 @@ export type MarkOperationSentInput = {
   id: string | number;
   /** Your lease token. */
   leaseToken: string;
-  /** This run’s marker (secret; never readable). */
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
+  /** This run’s marker (secret; never readable). The same marker again in this attempt is answered and writes nothing; another one is an IdempotencyConflictError. */
   sendMarker: string;
+  /** The longest the provider request may take, in ms (100 ms to 1 h), for this send; default: the claim’s, else 30 s. A takeover of a marked send with no recorded outcome waits until the mark plus this plus the server's margin before it may reconcile, so no reconcile races a request the provider is still applying. */
+  sendTimeoutMs?: number | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
 };
@@ -317,6 +329,8 @@ export type RecordOperationAttemptInput = {
   message?: string | null | undefined;
   /** The provider’s etag, if it sent one. Omitted: the stored etag is kept. */
   providerEtag?: string | null | undefined;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The provider’s retry-after, in ms (at most 7 days): after RETRYABLE or UNKNOWN the next attempt is due no sooner, even when the backoff is shorter. */
   retryAfterMs?: number | null | undefined;
   /** The lease epoch your lease was granted at. */
@@ -333,6 +347,8 @@ export type RecordReconcileResultInput = {
   leaseToken: string;
   /** The provider’s etag of what was found. Omitted: the stored etag is kept. */
   providerEtag?: string | null | undefined;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
 };
@@ -417,6 +433,8 @@ export type ReleaseOperationLeaseInput = {
   id: string | number;
   /** Your lease token. */
   leaseToken: string;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
 };
@@ -429,6 +447,8 @@ export type RenewOperationLeaseInput = {
   leaseMs: number;
   /** Your lease token. */
   leaseToken: string;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
 };
@@ -501,6 +521,8 @@ export type StartOperationAttemptInput = {
   id: string | number;
   /** Your lease token. */
   leaseToken: string;
+  /** Your key for this request (e.g. a random UUID per step, at most 200 characters). Sent again after a lost answer, the same request gets the same answer (`replayed: true`) and writes nothing more; another request under the same key is an IdempotencyConflictError naming the fields that differ. A claim or acquire resent with its key gets its own lease back. Omitted: the request is not recognised when resent. */
+  requestKey?: string | null | undefined;
   /** The lease epoch your lease was granted at. */
   version: number;
 };
@@ -1198,6 +1220,7 @@ export type RuntimeStartOperationAttemptMutationVariables = Exact<{
 
 
 export type RuntimeStartOperationAttemptMutation = { startOperationAttempt:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1212,6 +1235,7 @@ export type RuntimeMarkOperationSentMutationVariables = Exact<{
 
 
 export type RuntimeMarkOperationSentMutation = { markOperationSent:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1226,6 +1250,7 @@ export type RuntimeRecordOperationAttemptMutationVariables = Exact<{
 
 
 export type RuntimeRecordOperationAttemptMutation = { recordOperationAttempt:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1240,6 +1265,7 @@ export type RuntimeRecordReconcileResultMutationVariables = Exact<{
 
 
 export type RuntimeRecordReconcileResultMutation = { recordReconcileResult:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1266,6 +1292,7 @@ export type RuntimeReleaseOperationLeaseMutationVariables = Exact<{
 
 
 export type RuntimeReleaseOperationLeaseMutation = { releaseOperationLease:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1368,6 +1395,7 @@ export type AcquireOperationLeaseMutationVariables = Exact<{
 
 
 export type AcquireOperationLeaseMutation = { acquireOperationLease:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1381,6 +1409,7 @@ export type StartOperationAttemptMutationVariables = Exact<{
 
 
 export type StartOperationAttemptMutation = { startOperationAttempt:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1395,6 +1424,7 @@ export type MarkOperationSentMutationVariables = Exact<{
 
 
 export type MarkOperationSentMutation = { markOperationSent:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1409,6 +1439,7 @@ export type RecordOperationAttemptMutationVariables = Exact<{
 
 
 export type RecordOperationAttemptMutation = { recordOperationAttempt:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1423,6 +1454,7 @@ export type RecordReconcileResultMutationVariables = Exact<{
 
 
 export type RecordReconcileResultMutation = { recordReconcileResult:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1449,6 +1481,7 @@ export type RenewOperationLeaseMutationVariables = Exact<{
 
 
 export type RenewOperationLeaseMutation = { renewOperationLease:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }
@@ -1463,6 +1496,7 @@ export type ReleaseOperationLeaseMutationVariables = Exact<{
 
 
 export type ReleaseOperationLeaseMutation = { releaseOperationLease:
+    | { __typename: 'IdempotencyConflictError', field: string, code: string, message: string }
     | { __typename: 'InputValidationError', code: string, message: string, issues: Array<{ path: Array<string>, message: string }> }
     | { __typename: 'InvalidInputError', field: string, code: string, message: string }
     | { __typename: 'InvalidStateError', code: string, message: string }

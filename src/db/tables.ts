@@ -71,6 +71,10 @@ export interface OperationTable {
   finalized_input: Generated<string | null>;
   /** The message of the latest recorded outcome (migration 0005), bounded and redacted; null when none or after a commit. */
   last_error: Generated<string | null>;
+  /** The longest a send may take, chosen at claim (migration 0013); null: the mark's, or the store's default. */
+  send_timeout_ms: Generated<number | null>;
+  /** When the marked send must have ended (migration 0013): set by mark-sent, cleared with the marker. */
+  send_deadline_at: Generated<number | null>;
   created_at: number;
   updated_at: number;
 }
@@ -154,6 +158,27 @@ export interface OperationHistoryTable {
   defer_reason: string | null;
   message: string | null;
   actor_did: string | null;
+}
+
+/**
+ * One keyed request of the write-back protocol that wrote something
+ * (migration 0013): what it was and what it answered, so the same request
+ * resent after a lost answer is answered again without writing.
+ */
+export interface OperationRequestTable {
+  caller_did: string;
+  operation_id: string;
+  /** The client's key for this request, unique per operation. */
+  request_key: string;
+  /** Which mutation it was ('claim', 'start', …). */
+  step: string;
+  /** JSON: a digest of each input field (secrets never in the clear). */
+  input: string;
+  /** JSON: the answer (no secret). */
+  answer: string;
+  /** The lease a claim or acquire granted (a secret, never listed). */
+  lease_token: string | null;
+  created_at: number;
 }
 
 export interface ProjectionWatchTable {
@@ -259,6 +284,7 @@ export interface Database {
   kubun_connector_operation_count: OperationCountTable;
   kubun_connector_operation_total: OperationTotalTable;
   kubun_connector_operation_history: OperationHistoryTable;
+  kubun_connector_operation_request: OperationRequestTable;
   kubun_connector_operation_activity: OperationActivityTable;
   kubun_connector_operation_activity_total: OperationActivityTotalTable;
   kubun_connector_backlog_sample: BacklogSampleTable;
@@ -275,6 +301,7 @@ export type SyncStateRow = Selectable<SyncStateTable>;
 export type PendingAuthRow = Selectable<PendingAuthTable>;
 export type OperationRow = Selectable<OperationTable>;
 export type OperationHistoryRow = Selectable<OperationHistoryTable>;
+export type OperationRequestRow = Selectable<OperationRequestTable>;
 export type NewOperationRow = Insertable<OperationTable>;
 export type OperationUpdate = Updateable<OperationTable>;
 export type ProjectionWatchRow = Selectable<ProjectionWatchTable>;
@@ -301,7 +328,7 @@ export const OPERATION_COLUMNS = everyColumnOf<OperationTable>()([
   'caller_did', 'operation_id', 'node_key', 'owner_did', 'connector_name', 'model', 'op', 'account_key', 'target', 'source_id',
   'deterministic_event_id', 'payload_hash', 'reissue_intent', 'provider_etag', 'document_id', 'result_entity', 'state', 'attempts',
   'next_attempt_at', 'defer_reason', 'send_marker', 'last_kind', 'last_http_status', 'version', 'incarnation', 'lease_token',
-  'lease_expires_at', 'finalized_lease_digest', 'finalized_input', 'last_error', 'created_at', 'updated_at',
+  'lease_expires_at', 'finalized_lease_digest', 'finalized_input', 'last_error', 'send_timeout_ms', 'send_deadline_at', 'created_at', 'updated_at',
 ]);
 
 /** Every column of `kubun_connector_projection_watch`. */

@@ -483,8 +483,8 @@ describeGraphQL('graphql access matrix', (s) => {
     const query = `query($after: String) { result: operations(first: 1, after: $after) { ${CONNECTION_FIELDS} } }`;
     const owner = await s.gql(query, {}, { as: 'alice' });
     const cursor: string = owner.data.result.pageInfo.endCursor;
-    const decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    const forged = Buffer.from(JSON.stringify({ ...decoded, nodeKey: randomBytes(16).toString('base64url') }), 'utf8').toString('base64url');
+    const [connection, position] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    const forged = Buffer.from(JSON.stringify([connection, { ...position, nodeKey: randomBytes(16).toString('base64url') }]), 'utf8').toString('base64url');
     const withReal: GraphQLResponse = await s.gql(query, { after: cursor }, { as: 'mallory' });
     const withForged: GraphQLResponse = await s.gql(query, { after: forged }, { as: 'mallory' });
     expect(withReal.data.result).toMatchObject({ totalCount: 0, edges: [] });

@@ -17,7 +17,7 @@ import {
   readOperation,
 } from '../helpers/operation-graphql.js';
 import { iso } from '../helpers/graphql-seed.js';
-import { LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { LEASE_MS, PAST_SEND_WINDOW_MS } from '../helpers/operation-claim-fixtures.js';
 import { getOperationRow } from '../helpers/row-fixtures.js';
 
 
@@ -98,7 +98,10 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
       const first = await claimed(suite);
       await mutateOK(suite, 'startOperationAttempt', first.fence);
       await mutateOK(suite, 'markOperationSent', { ...first.fence, sendMarker: 'run-1' });
+      // Inside the send window (the lease lapsed, the send may still be applied): nobody takes it over.
       suite.clock.advance(LEASE_MS + 1);
+      expect(await claim(suite)).toMatchObject({ outcome: 'IN_FLIGHT', lease: null });
+      suite.clock.advance(PAST_SEND_WINDOW_MS - LEASE_MS - 1);
       const second = await claim(suite);
       expect(second).toMatchObject({
         outcome: 'CLAIMED',

@@ -17,7 +17,7 @@ import {
   type OperationMutation,
 } from '../helpers/operation-graphql.js';
 import { iso, unknownNodeID } from '../helpers/graphql-seed.js';
-import { LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { LEASE_MS, PAST_SEND_WINDOW_MS } from '../helpers/operation-claim-fixtures.js';
 import { getOperationRow } from '../helpers/row-fixtures.js';
 
 /** The store's default retry policy (backoff.ts). */
@@ -69,7 +69,7 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
       const first = await claimed(suite);
       await mutateOK(suite, 'startOperationAttempt', first.fence);
       await mutateOK(suite, 'markOperationSent', { ...first.fence, sendMarker: 'run-1' });
-      suite.clock.advance(LEASE_MS);
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       const { operation, lease } = await mutateOK(suite, 'acquireOperationLease', { id: first.operation.id, leaseMs: LEASE_MS });
       expect(lease?.version).toBe(1);
       expect(operation).toMatchObject({ version: 1, state: 'RECONCILE_ONLY', sendMarkerSet: true });
@@ -333,7 +333,7 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
       const first = await claimed(suite);
       await mutateOK(suite, 'startOperationAttempt', first.fence);
       await mutateOK(suite, 'markOperationSent', { ...first.fence, sendMarker: 'run-1' });
-      suite.clock.advance(LEASE_MS);
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       const taken = await claim(suite);
       expect(taken.operation.state).toBe('RECONCILE_ONLY');
       const fence = { id: first.operation.id, version: taken.lease.version, leaseToken: taken.lease.token };
@@ -374,7 +374,7 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
 
       it(`${name}: after a takeover the old holder can write nothing`, async () => {
         const { fence, operationID } = await holderFor(name);
-        suite.clock.advance(LEASE_MS);
+        suite.clock.advance(PAST_SEND_WINDOW_MS);
         const taken = await claim(suite, { operationID });
         expect(taken).toMatchObject({ outcome: 'CLAIMED', lease: { version: fence.version + 1 } });
         const before = await getOperationRow(suite.store, key(operationID));

@@ -216,6 +216,9 @@ describeGraphQL('graphql operations: queries', (suite) => {
           Buffer.from('{"createdAt":1,"nodeKey":""}').toString('base64url'),
           // A NUL in the key reached SQL on Postgres (which refuses it in text) and was masked.
           Buffer.from(JSON.stringify({ createdAt: Date.UTC(2026, 0, 1), nodeKey: 'op\u0000key' })).toString('base64url'),
+          // A well-formed position without its connection's name (the shape before issue 37), and one named for another list.
+          Buffer.from(JSON.stringify({ createdAt: Date.UTC(2026, 0, 1), nodeKey: 'opkey' })).toString('base64url'),
+          Buffer.from(JSON.stringify(['watches', { createdAt: Date.UTC(2026, 0, 1), nodeKey: 'opkey' }])).toString('base64url'),
         ];
         for (const cursor of badCursors) {
           for (const args of [{ first: 2, after: cursor }, { last: 2, before: cursor }]) {
@@ -223,6 +226,16 @@ describeGraphQL('graphql operations: queries', (suite) => {
             expect(error.extensions?.code, cursor).toBe('BAD_USER_INPUT');
             expect(error.message).toMatch(/is not a cursor of this connection/);
           }
+        }
+      });
+
+      it('a cursor of operations is refused by watches and sweepReceipts (same keyset shape, another list)', async () => {
+        const cursor = (await page({ first: 1 }, 'worker')).pageInfo.endCursor as string;
+        expect((await page({ first: 1, after: cursor }, 'worker')).edges).toHaveLength(1);
+        for (const field of ['watches', 'sweepReceipts']) {
+          const res = await suite.gql(`query($after: String) { ${field}(first: 1, after: $after) { edges { cursor } } }`, { after: cursor }, { as: 'worker' });
+          expect(res.errors?.[0]?.extensions?.code, field).toBe('BAD_USER_INPUT');
+          expect(res.errors?.[0]?.message, field).toBe('after is not a cursor of this connection');
         }
       });
 

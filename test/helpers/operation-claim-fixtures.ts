@@ -7,10 +7,18 @@ import type { OperationRow } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
 import { encodeJSONColumn } from '../../src/store/json.js';
 import { claimOperation, type ClaimOperationInput, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from '../../src/store/operations/index.js';
+import { DEFAULT_SEND_TIMEOUT_MS, SEND_WINDOW_MARGIN_MS } from '../../src/store/operations/row.js';
 import { CALLER, CONNECTOR, OWNER } from './row-fixtures.js';
 
 /** The lease of {@link claimInput} (and of the GraphQL claim input in operation-graphql.ts). */
 export const LEASE_MS = 30_000;
+
+/**
+ * Past the send window of a send marked now with the default timeout
+ * (issue 37): only then may anyone take a marked operation over. Longer than
+ * {@link LEASE_MS}, so it also lapses the lease.
+ */
+export const PAST_SEND_WINDOW_MS = DEFAULT_SEND_TIMEOUT_MS + SEND_WINDOW_MARGIN_MS;
 
 /** A claim input with sensible defaults. */
 export function claimInput(overrides: Partial<ClaimOperationInput> = {}): ClaimOperationInput {

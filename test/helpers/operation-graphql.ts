@@ -73,6 +73,7 @@ export const CLAIM = `mutation Claim($input: ClaimOperationInput!) {
       operation { ${OPERATION_FIELDS} }
       lease { token version expiresAt }
       replay { documentID resultEntity }
+      replayed
     }
   }
 }`;
@@ -133,8 +134,8 @@ export type OperationMutation = keyof typeof INPUT_TYPES;
 export function operationMutationDocument(name: OperationMutation): string {
   return `mutation M($input: ${INPUT_TYPES[name]}!) {
     ${name}(input: $input) {
-      ${errorFields('InvalidInputError')}
-      ... on OperationPayload { operation { ${OPERATION_FIELDS} } lease { token version expiresAt } }
+      ${errorFields('IdempotencyConflictError', 'InvalidInputError')}
+      ... on OperationPayload { replayed operation { ${OPERATION_FIELDS} } lease { token version expiresAt } }
     }
   }`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError, InvalidStateError } from '../../src/store/errors.js';
+import { IdempotencyConflictError, InvalidInputError, InvalidStateError } from '../../src/store/errors.js';
 import {
   DEFAULT_OPERATION_RETRY_POLICY,
   claimOperation,
@@ -72,6 +72,35 @@ describeEachDialect('operations: attempts', (suite) => {
       const before = await getOperationRow(suite.store, KEY);
       await expect(startOperationAttempt(suite.store, fence)).rejects.toBeInstanceOf(InvalidStateError);
       await expect(markOperationSent(suite.store, { ...fence, sendMarker: 'run-2' })).rejects.toBeInstanceOf(InvalidStateError);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
+    });
+
+    it('refuses a start after a marked send with no outcome recorded, and writes nothing (issue 37)', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await startOperationAttempt(suite.store, fence);
+      await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      const before = await getOperationRow(suite.store, KEY);
+      await expect(startOperationAttempt(suite.store, fence)).rejects.toThrow(/marked sent and no outcome is recorded \(record the outcome, or reconcile\)/);
+      await expect(startOperationAttempt(suite.store, fence)).rejects.toBeInstanceOf(InvalidStateError);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
+      // Once an outcome is recorded the next attempt may start (a retryable answer came back: nothing landed).
+      await recordOperationOutcome(suite.store, { ...fence, kind: 'retryable', lastHTTPStatus: 503 }, NO_JITTER);
+      await expect(startOperationAttempt(suite.store, fence)).resolves.toMatchObject({ attempts: 2, sendMarkerSet: false });
+    });
+
+    it('the same marker again is answered and writes nothing; another marker in the same attempt is a conflict (issue 37)', async () => {
+      const { fence } = await claimFresh(suite.store);
+      await startOperationAttempt(suite.store, fence);
+      suite.clock.advance(10);
+      const marked = await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      const before = await getOperationRow(suite.store, KEY);
+      suite.clock.advance(10);
+      await expect(markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' })).resolves.toEqual(marked);
+      expect(await getOperationRow(suite.store, KEY)).toEqual(before);
+      const conflict = await markOperationSent(suite.store, { ...fence, sendMarker: 'run-2' }).catch((error: unknown) => error);
+      expect(conflict).toBeInstanceOf(IdempotencyConflictError);
+      expect(conflict).toMatchObject({ fields: ['sendMarker'] });
+      expect(String((conflict as Error).message)).not.toContain('run-1');
       expect(await getOperationRow(suite.store, KEY)).toEqual(before);
     });
 

@@ -19,6 +19,7 @@ import {
   setColumns,
   withHookAfterSelects,
   withStatementHook,
+  PAST_SEND_WINDOW_MS,
 } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, getOperationRow, OWNER } from '../helpers/row-fixtures.js';
 
@@ -133,6 +134,11 @@ describeEachDialect('operations: claim', (suite) => {
       ['op', 'update'],
       ['target', 'calendar'],
       ['payloadHash', 'hash-2'],
+      // Recorded too (issue 37): a replay naming another value would be answered with the first claim's.
+      ['accountKey', 'account-2'],
+      ['deterministicEventID', 'event-2'],
+      ['reissueIntent', 'reissue'],
+      ['sourceID', 's-2'],
     ];
     for (const [field, value] of differing) {
       it(`with a different ${field}: IdempotencyConflictError naming it, row untouched`, async () => {
@@ -169,15 +175,16 @@ describeEachDialect('operations: claim', (suite) => {
       await expect(claimOperation(suite.store, claimInput({ payloadHash: 'other' }))).rejects.toBeInstanceOf(IdempotencyConflictError);
     });
 
-    it('takes other inputs (account key, source id, event id, reissue intent) from the first claim', async () => {
+    it('a replay that differs in the account, source id, event id or reissue intent is a conflict naming each, even on a lapsed lease or a committed key (issue 37)', async () => {
       await claimFresh(suite.store);
       suite.clock.advance(LEASE_MS);
-      const result = await claimOperation(
-        suite.store,
-        claimInput({ accountKey: 'account-2', sourceID: 's-2', deterministicEventID: 'event-2', reissueIntent: 'reissue' }),
-      );
-      expect(result.outcome).toBe('CLAIMED');
-      expect(result.operation).toMatchObject({ accountKey: 'account-1', sourceID: null, deterministicEventID: 'event-1', reissueIntent: 'none' });
+      const changed = claimInput({ accountKey: 'account-2', sourceID: 's-2', deterministicEventID: 'event-2', reissueIntent: 'reissue' });
+      await expect(claimOperation(suite.store, changed)).rejects.toMatchObject({ fields: ['accountKey', 'deterministicEventID', 'reissueIntent', 'sourceID'] });
+      // A source id omitted and one given as null are the same.
+      expect((await claimOperation(suite.store, claimInput({ sourceID: null }))).outcome).toBe('CLAIMED');
+      await commitDirectly(suite.store, keyOf(claimInput()), 'doc-1', { id: 'p-1' });
+      await expect(claimOperation(suite.store, claimInput({ accountKey: 'account-2' }))).rejects.toMatchObject({ fields: ['accountKey'] });
+      expect((await claimOperation(suite.store, claimInput())).outcome).toBe('REPLAYED');
     });
 
     it('committed: REPLAYED with the recorded result, no lease, row untouched', async () => {
@@ -223,7 +230,12 @@ describeEachDialect('operations: claim', (suite) => {
     it('of an expired lease with a send marker: the operation becomes reconcile_only', async () => {
       const { fence } = await claimFresh(suite.store);
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
+      // The lease lapsed but the send window has not closed: the provider may still be applying it (issue 37).
       suite.clock.advance(LEASE_MS + 1);
+      expect((await claimOperation(suite.store, claimInput())).outcome).toBe('IN_FLIGHT');
+      suite.clock.advance(PAST_SEND_WINDOW_MS - LEASE_MS - 2);
+      expect((await claimOperation(suite.store, claimInput())).outcome).toBe('IN_FLIGHT');
+      suite.clock.advance(1);
       const result = await claimOperation(suite.store, claimInput());
       expect(result.outcome).toBe('CLAIMED');
       expect(result.operation).toMatchObject({ state: 'reconcile_only', version: 1, sendMarkerSet: true });
@@ -241,7 +253,7 @@ describeEachDialect('operations: claim', (suite) => {
       const { fence } = await claimFresh(suite.store);
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
       await recordOperationOutcome(suite.store, { ...fence, kind: 'unknown' });
-      suite.clock.advance(LEASE_MS);
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       const result = await claimOperation(suite.store, claimInput());
       expect(result.operation).toMatchObject({ state: 'reconcile_only', version: 1 });
     });
@@ -282,7 +294,7 @@ describeEachDialect('operations: claim', (suite) => {
       const { fence } = await claimFresh(suite.store);
       const readBeforeMark = await getOperationRow(suite.store, keyOf(claimInput()));
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
-      suite.clock.advance(LEASE_MS);
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       const taken = await takeOverLease(suite.store, readBeforeMark!, LEASE_MS, suite.clock.now());
       expect(taken?.row.state).toBe('reconcile_only');
     });

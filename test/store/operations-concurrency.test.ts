@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { createStoreContext, type StoreContext } from '../../src/store/context.js';
 import { StaleLeaseError } from '../../src/store/errors.js';
-import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent, startOperationAttempt } from '../../src/store/operations/index.js';
+import { acquireOperationLease, claimOperation, getOperationByKey, markOperationSent, SEND_WINDOW_MARGIN_MS, startOperationAttempt } from '../../src/store/operations/index.js';
 import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
 import { claimFresh, claimInput, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
 import { getOperationRow } from '../helpers/row-fixtures.js';
@@ -87,12 +87,14 @@ describeEachDialect('operations: concurrency', (suite) => {
         await suite.database.truncate();
         suite.clock.set(Date.UTC(2026, 0, 1));
         const { fence } = await claimFresh(suite.store);
-        // The holder's clock says its lease is still live; the claimer's says it expired.
+        // The holder's clock says its lease is still live; the claimer's says it expired, and so did
+        // the send window of a mark made now (1 ms, plus the margin): the race is the takeover's alone.
         const expiry = suite.clock.now() + LEASE_MS;
         const holder: StoreContext = { ...suite.store, now: () => expiry - 1 };
-        const claimer: StoreContext = { ...suite.store, now: () => expiry };
-        const marks = Array.from({ length: 10 }, (_, i) =>
-          markOperationSent(holder, { ...fence, sendMarker: `run-${i}` }).then(
+        const claimer: StoreContext = { ...suite.store, now: () => expiry + SEND_WINDOW_MARGIN_MS };
+        const marks = Array.from({ length: 10 }, () =>
+          // One run's marker, resent: the first mark writes, the others answer it (a second marker would be a conflict).
+          markOperationSent(holder, { ...fence, sendMarker: 'run-1', sendTimeoutMs: 1 }).then(
             () => 'marked' as const,
             (error: unknown) => {
               if (error instanceof StaleLeaseError) return 'stale' as const;

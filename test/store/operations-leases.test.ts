@@ -14,7 +14,7 @@ import {
 } from '../../src/store/operations/index.js';
 import type { StoreContext } from '../../src/store/context.js';
 import { describeEachDialect } from '../helpers/databases.js';
-import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
+import { claimFresh, claimInput, commitDirectly, keyOf, LEASE_MS, PAST_SEND_WINDOW_MS } from '../helpers/operation-claim-fixtures.js';
 import { getOperationRow } from '../helpers/row-fixtures.js';
 
 const KEY = keyOf(claimInput());
@@ -49,6 +49,9 @@ describeEachDialect('operations: leases', (suite) => {
       const { fence } = await claimFresh(suite.store);
       await markOperationSent(suite.store, { ...fence, sendMarker: 'run-1' });
       await releaseOperationLease(suite.store, fence);
+      // Released, but the marked send's window is open: the provider may still be applying it (issue 37).
+      expect(await acquireOperationLease(suite.store, { key: KEY, leaseMs: LEASE_MS })).toMatchObject({ acquired: false, operation: { version: 0 } });
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       const result = await acquireOperationLease(suite.store, { key: KEY, leaseMs: LEASE_MS });
       expect(result).toMatchObject({ acquired: true, operation: { state: 'reconcile_only', version: 1 } });
     });

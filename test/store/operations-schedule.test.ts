@@ -7,6 +7,7 @@ import {
   recordOperationOutcome,
   releaseOperationLease,
   resumeDeferred,
+  SEND_WINDOW_MARGIN_MS,
   startOperationAttempt,
   type OperationFence,
 } from '../../src/store/operations/index.js';
@@ -103,8 +104,10 @@ describeEachDialect('operations: scheduling', (suite) => {
       // reconcile_only, released: listed.
       const reconcile = await claimFresh(suite.store, { operationID: 'reconcile' });
       await startOperationAttempt(suite.store, reconcile.fence);
-      await markOperationSent(suite.store, { ...reconcile.fence, sendMarker: 'run' });
-      await recordOperationOutcome(suite.store, { ...reconcile.fence, kind: 'unknown' }, { random: () => 0 }); // due at +500
+      // A 100 ms send window: the UNKNOWN is due once it closed (+100 + the 2 s margin), well before start + LEASE_MS.
+      await markOperationSent(suite.store, { ...reconcile.fence, sendMarker: 'run', sendTimeoutMs: 100 });
+      await recordOperationOutcome(suite.store, { ...reconcile.fence, kind: 'unknown' }, { random: () => 0 });
+      expect((await getOperationByKey(suite.store, reconcile.fence.key))?.nextAttemptAt).toBe(start + 10 + 100 + SEND_WINDOW_MARGIN_MS);
       await releaseOperationLease(suite.store, reconcile.fence);
       // Terminal: never listed.
       const committed = await claimFresh(suite.store, { operationID: 'committed' });

@@ -23,7 +23,7 @@ describeEachDialect('retention', (suite) => {
     const fresh = await insertOperationRow(store, { state: 'dead', updated_at: now });
 
     const result = await runRetention(store);
-    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, activityRows: 0, complete: true });
+    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, requestKeys: 0, activityRows: 0, complete: true });
     const left = await store.db.selectFrom('kubun_connector_operation').select('operation_id').orderBy('operation_id').execute();
     expect(left.map((r) => r.operation_id).sort()).toEqual([boundary.operation_id, fresh.operation_id].sort());
     expect(left.map((r) => r.operation_id)).not.toContain(old.operation_id);
@@ -81,7 +81,7 @@ describeEachDialect('retention', (suite) => {
     }
 
     const result = await runRetention(store, { batchSize: 2 });
-    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, activityRows: 0, complete: true });
+    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, requestKeys: 0, activityRows: 0, complete: true });
     expect(await countRows(store, 'kubun_connector_operation')).toBe(0);
     expect(await countRows(store, 'kubun_connector_pending_auth')).toBe(0);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(0);
@@ -190,5 +190,39 @@ describeEachDialect('retention', (suite) => {
     const results = await Promise.all(Array.from({ length: 4 }, () => runRetention(store, { batchSize: 10 })));
     expect(results.reduce((sum, r) => sum + r.operations, 0)).toBe(200);
     expect(await countRows(store, 'kubun_connector_operation')).toBe(0);
+  });
+});
+
+describeEachDialect('retention: request keys (issue 37)', (suite) => {
+  const requestRow = (operation: { caller_did: string; operation_id: string }, requestKey: string, createdAt: number) => ({
+    caller_did: operation.caller_did,
+    operation_id: operation.operation_id,
+    request_key: requestKey,
+    step: 'renewOperationLease',
+    input: '{}',
+    answer: '{}',
+    lease_token: null,
+    created_at: createdAt,
+  });
+  const keysLeft = async () =>
+    (await suite.store.db.selectFrom('kubun_connector_operation_request').select('request_key').orderBy('request_key').execute()).map((r) => r.request_key);
+
+  it('deletes request keys recorded before the idempotency window, and every key of an operation deleted', async () => {
+    const { store, clock } = suite;
+    const now = clock.now();
+    const live = await insertOperationRow(store, { state: 'attempted', updated_at: now });
+    const done = await insertOperationRow(store, { state: 'committed', updated_at: now - DEFAULT_IDEMPOTENCY_WINDOW_MS - 1 });
+    await store.db
+      .insertInto('kubun_connector_operation_request')
+      .values([
+        requestRow(live, 'old', now - DEFAULT_IDEMPOTENCY_WINDOW_MS - 1),
+        requestRow(live, 'recent', now - HOUR),
+        requestRow(done, 'of-done', now - HOUR),
+      ])
+      .execute();
+    const result = await runRetention(store);
+    expect(result).toMatchObject({ operations: 1, requestKeys: 1 });
+    // 'of-done' went with its operation (the cascade trigger), 'old' by its age.
+    expect(await keysLeft()).toEqual(['recent']);
   });
 });

@@ -5,6 +5,7 @@ import { IdempotencyConflictError } from '../errors.js';
 import { prepared } from '../prepared.js';
 import { decodeJSONColumn, encodeJSONColumn } from '../json.js';
 import { rowToOperation, selectOperationRow } from '../operations/row.js';
+import type { AnswerCodec } from '../operations/requests.js';
 import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import { getWatch } from '../projection-watches/read.js';
@@ -113,6 +114,17 @@ export async function finalizeOperationAndArmWatch(
     return { finalized: true, replayed: false, operation: rowToOperation(committed), watch };
   });
 }
+
+/**
+ * How a keyed finalize's answer is kept (src/store/operations/requests.ts):
+ * only a finalize that committed is recorded; its replay answers
+ * `replayed: true` with the operation and watch as they were committed.
+ */
+export const FINALIZE_ANSWER: AnswerCodec<FinalizeOperationResult> = {
+  encode: (result) => ({ answer: result, leaseToken: null }),
+  decode: (answer) => ({ ...(answer as FinalizeOperationResult), replayed: true }),
+  wrote: (result) => result.finalized && !result.replayed,
+};
 
 /** The commit: the holder's fenced write of the result; the committed row comes back with it (no read after commit). */
 const COMMIT = prepared(

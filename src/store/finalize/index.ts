@@ -1,5 +1,6 @@
 /** Finalize-and-arm (SPEC §3.4): commit a leased operation and arm its document's watch atomically. */
 export {
+  FINALIZE_ANSWER,
   finalizeOperationAndArmWatch,
   type FinalizeOperationInput,
   type FinalizeOperationResult,

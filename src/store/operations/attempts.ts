@@ -1,27 +1,70 @@
 /** A holder's attempts at the provider write: start, mark sent, record the outcome (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
-import { InvalidInputError } from '../errors.js';
+import { IdempotencyConflictError, InvalidInputError, InvalidStateError } from '../errors.js';
 import { rowHas } from '../row-checks.js';
 import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage } from './history.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 import { fencedComputedUpdate, preparedFencedUpdate, type FenceRule } from './fence.js';
-import { rowToOperation } from './row.js';
+import { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
 import { LIVE_OPERATION_STATES, OPERATION_OUTCOME_KINDS, type ConnectorOperation, type ConnectorOperationState, type OperationFence, type OperationOutcomeKind } from './types.js';
-import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf, requirePositiveMs } from '../validate.js';
 import { requireFence } from './validate.js';
 
 const START: FenceRule = { action: 'start an attempt', states: ['attempted'], requireLiveLease: true };
 const MARK_SENT: FenceRule = { action: 'mark a request sent', states: ['attempted'], requireLiveLease: true };
-/** `attempts + 1`; send marker, last kind and HTTP status cleared. */
-const START_UPDATE = preparedFencedUpdate<object>(START, (eb, v) => ({
-  attempts: eb('attempts', '+', 1),
-  send_marker: null,
-  last_kind: null,
-  last_http_status: null,
-  updated_at: v.now,
-}));
-const MARK_SENT_UPDATE = preparedFencedUpdate<{ sendMarker: string }>(MARK_SENT, (_eb, v) => ({ send_marker: v.sendMarker, updated_at: v.now }));
+/**
+ * `attempts + 1`; send marker, last kind and HTTP status cleared. Refused
+ * while the current attempt was marked sent and has no recorded outcome:
+ * clearing that marker would erase the only evidence that a request may have
+ * reached the provider, and the next holder would send without reconciling.
+ */
+const START_UPDATE = preparedFencedUpdate<object>(
+  START,
+  (eb, v) => ({
+    attempts: eb('attempts', '+', 1),
+    send_marker: null,
+    send_deadline_at: null,
+    last_kind: null,
+    last_http_status: null,
+    updated_at: v.now,
+  }),
+  {
+    where: (eb) => eb.or([eb('send_marker', 'is', null), eb('last_kind', 'is not', null)]),
+    onMiss: (row) => {
+      if (row.send_marker !== null && row.last_kind === null) throw new InvalidStateError(MARKED_WITHOUT_OUTCOME);
+      return undefined;
+    },
+  },
+);
+
+/** Why a start is refused after a marked send with no outcome. */
+export const MARKED_WITHOUT_OUTCOME =
+  'cannot start an attempt: the current attempt was marked sent and no outcome is recorded (record the outcome, or reconcile)';
+
+/**
+ * Sets the marker of an attempt that has none. The same marker again is the
+ * same request: answered with the row, nothing written. Another marker in
+ * the same attempt is an {@link IdempotencyConflictError} naming `sendMarker`
+ * (silently replacing it would lose the evidence of the first send).
+ */
+const MARK_SENT_UPDATE = preparedFencedUpdate<{ sendMarker: string; sendTimeoutMs: number | null; defaultTimeoutMs: number }>(
+  MARK_SENT,
+  (eb, v) => ({
+    send_marker: v.sendMarker,
+    // The window opens now: this mark's timeout, else the claim's, else the default.
+    send_deadline_at: eb(eb.val(v.now), '+', eb.fn.coalesce(eb.val(v.sendTimeoutMs), eb.ref('send_timeout_ms'), eb.val(v.defaultTimeoutMs))),
+    updated_at: v.now,
+  }),
+  {
+    where: (eb) => eb('send_marker', 'is', null),
+    onMiss: (row, v) => {
+      if (row.send_marker === null) return undefined;
+      if (row.send_marker === v.sendMarker) return row;
+      throw new IdempotencyConflictError(['sendMarker']);
+    },
+  },
+);
 const RECORD: FenceRule = { action: 'record an attempt outcome', states: LIVE_OPERATION_STATES, requireLiveLease: false };
 
 /**
@@ -34,7 +77,7 @@ export async function startOperationAttempt(store: StoreContext, input: Operatio
   requireFence(input);
   const now = store.now();
   return inTransaction(store, async (tx) => {
-    const row = await START_UPDATE(tx, input, now, {});
+    const { row } = await START_UPDATE(tx, input, now, {});
     await openAttempt(tx, input.key, Number(row.attempts), now);
     return rowToOperation(row);
   });
@@ -43,15 +86,23 @@ export async function startOperationAttempt(store: StoreContext, input: Operatio
 /**
  * Records, before the provider request goes out, that this run is sending
  * it: a holder that takes over later sees the marker and reconciles instead
- * of resending. Needs a live lease on an `attempted` operation.
+ * of resending. Needs a live lease on an `attempted` operation. Opens the
+ * send window: until `now + sendTimeoutMs` (this mark's, else the claim's,
+ * else {@link DEFAULT_SEND_TIMEOUT_MS}) plus {@link SEND_WINDOW_MARGIN_MS}
+ * nobody may take the operation over, and an UNKNOWN outcome is not due.
  */
-export async function markOperationSent(store: StoreContext, input: OperationFence & { sendMarker: string }): Promise<ConnectorOperation> {
+export async function markOperationSent(store: StoreContext, input: OperationFence & { sendMarker: string; sendTimeoutMs?: number }): Promise<ConnectorOperation> {
   requireFence(input);
   requireNonEmptyString('sendMarker', input.sendMarker);
+  if (input.sendTimeoutMs !== undefined) requirePositiveMs('sendTimeoutMs', input.sendTimeoutMs);
   const now = store.now();
   return inTransaction(store, async (tx) => {
-    const row = await MARK_SENT_UPDATE(tx, input, now, { sendMarker: input.sendMarker });
-    await markAttemptSent(tx, input.key, now);
+    const { row, replayed } = await MARK_SENT_UPDATE(tx, input, now, {
+      sendMarker: input.sendMarker,
+      sendTimeoutMs: input.sendTimeoutMs ?? null,
+      defaultTimeoutMs: DEFAULT_SEND_TIMEOUT_MS,
+    });
+    if (!replayed) await markAttemptSent(tx, input.key, now);
     return rowToOperation(row);
   });
 }
@@ -144,12 +195,18 @@ interface Schedule {
   attempts: number;
   next_attempt_at: number | null;
   defer_reason: string | null;
+  /**
+   * The send window: kept by UNKNOWN (the request may still be applied until
+   * it closes), closed by every other outcome (the provider answered, or
+   * nothing left the device).
+   */
+  send_deadline_at: number | null;
 }
 
 function reschedule(row: OperationRow, input: RecordOperationOutcomeInput, policy: OperationRetryPolicy, now: number): Schedule {
   const state = row.state as ConnectorOperationState;
   const attempts = Number(row.attempts);
-  const dead: Schedule = { state: 'dead', attempts, next_attempt_at: null, defer_reason: null };
+  const dead: Schedule = { state: 'dead', attempts, next_attempt_at: null, defer_reason: null, send_deadline_at: null };
   switch (input.kind) {
     case 'fatal':
       return dead;
@@ -161,12 +218,17 @@ function reschedule(row: OperationRow, input: RecordOperationOutcomeInput, polic
         attempts: attemptOpen ? Math.max(attempts - 1, 0) : attempts,
         next_attempt_at: now + policy.deferralDelayMs,
         defer_reason: input.kind,
+        send_deadline_at: null,
       };
     }
-    case 'unknown':
-      return { state: 'reconcile_only', attempts, next_attempt_at: now + operationBackoffDelay(attempts, policy, input.retryAfterMs), defer_reason: null };
+    case 'unknown': {
+      const deadline = row.send_deadline_at === null ? null : Number(row.send_deadline_at);
+      // Not due before the window closes: a reconcile then cannot miss what the provider is still applying.
+      const due = Math.max(now + operationBackoffDelay(attempts, policy, input.retryAfterMs), deadline === null ? 0 : deadline + SEND_WINDOW_MARGIN_MS);
+      return { state: 'reconcile_only', attempts, next_attempt_at: due, defer_reason: null, send_deadline_at: deadline };
+    }
     case 'retryable':
       if (state === 'attempted' && attempts >= policy.maxAttempts) return dead;
-      return { state, attempts, next_attempt_at: now + operationBackoffDelay(attempts, policy, input.retryAfterMs), defer_reason: null };
+      return { state, attempts, next_attempt_at: now + operationBackoffDelay(attempts, policy, input.retryAfterMs), defer_reason: null, send_deadline_at: null };
   }
 }

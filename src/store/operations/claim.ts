@@ -3,7 +3,7 @@ import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
 import { IdempotencyConflictError, StaleVersionError } from '../errors.js';
-import { isLeaseLive, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
+import { isLeaseLive, isSendWindowOpen, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { OPERATION_OPS, type ConnectorOperation, type ConnectorOperationOp, type OperationLease } from './types.js';
 import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
@@ -33,6 +33,8 @@ export interface ClaimOperationInput {
   reissueIntent: string;
   /** Lease length in ms (a positive integer). */
   leaseMs: number;
+  /** The longest a send of this operation may take, in ms; kept for its marks. Default `null`: each mark's, else the store's default (30 s). */
+  sendTimeoutMs?: number | null;
 }
 
 /**
@@ -51,18 +53,22 @@ export interface ClaimOperationResult {
 }
 
 /**
- * The fields that make a claim the same write as the stored one, checked in
- * this order; the first that differs is named in the conflict. Other inputs
- * (account key, source id, deterministic event id, reissue intent) are taken
- * from the first claim and a later claim's values are ignored.
+ * Every field a claim records, checked in this order; each that differs from
+ * the stored row is named in the conflict (the first is `field`). A replay
+ * that differs in any of them (the account, the deterministic event id, the
+ * reissue intent, the source id included: issue 37) would otherwise be
+ * answered with the first claim's values and hide the change.
  */
-const IDENTITY_FIELDS = [
+const RECORDED_FIELDS = [
   ['ownerDID', 'owner_did'],
   ['connectorName', 'connector_name'],
   ['model', 'model'],
   ['op', 'op'],
   ['target', 'target'],
   ['payloadHash', 'payload_hash'],
+  ['accountKey', 'account_key'],
+  ['deterministicEventID', 'deterministic_event_id'],
+  ['reissueIntent', 'reissue_intent'],
 ] as const satisfies readonly (readonly [keyof ClaimOperationInput, keyof OperationRow])[];
 
 /** Rounds of reload-and-re-evaluate after a lost insert or takeover race. */
@@ -108,7 +114,8 @@ function judgeExisting(row: OperationRow, input: ClaimOperationInput, now: numbe
     return { outcome: 'REPLAYED', operation, replay: { documentID: operation.documentID, resultEntity: operation.resultEntity } };
   }
   if (row.state === 'dead') return { outcome: 'DEAD', operation: rowToOperation(row) };
-  if (isLeaseLive(row, now)) return { outcome: 'IN_FLIGHT', operation: rowToOperation(row) };
+  // A marked send still inside its window is in flight too, whoever held it.
+  if (isLeaseLive(row, now) || isSendWindowOpen(row, now)) return { outcome: 'IN_FLIGHT', operation: rowToOperation(row) };
   return undefined;
 }
 
@@ -131,6 +138,7 @@ const INSERT_CLAIMED = prepared((db, v: ClaimOperationInput & { nodeKey: string;
       deterministic_event_id: v.deterministicEventID,
       payload_hash: v.payloadHash,
       reissue_intent: v.reissueIntent,
+      send_timeout_ms: v.sendTimeoutMs ?? null,
       state: 'attempted',
       attempts: 0,
       next_attempt_at: v.now,
@@ -169,9 +177,13 @@ function claimed(row: OperationRow, token: string): ClaimOperationResult {
 }
 
 function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
-  const differing: string[] = IDENTITY_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
+  const differing: string[] = RECORDED_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
+  // An absent source id is recorded as null: a replay naming none matches a claim that named none.
+  if (row.source_id !== (input.sourceID ?? null)) differing.push('sourceID');
   // A claim that names its document is the same write only for that document (one that names none: finalize may have set it).
   if (input.documentID != null && row.document_id !== input.documentID) differing.push('documentID');
+  // Likewise a claim that names its send timeout.
+  if (input.sendTimeoutMs != null && (row.send_timeout_ms === null ? null : Number(row.send_timeout_ms)) !== input.sendTimeoutMs) differing.push('sendTimeoutMs');
   if (differing.length > 0) throw new IdempotencyConflictError(differing);
 }
 
@@ -194,4 +206,5 @@ function validateClaim(input: ClaimOperationInput): void {
   if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmptyString('sourceID', input.sourceID);
   if (input.documentID !== undefined && input.documentID !== null) requireNonEmptyString('documentID', input.documentID);
   requirePositiveMs('leaseMs', input.leaseMs);
+  if (input.sendTimeoutMs != null) requirePositiveMs('sendTimeoutMs', input.sendTimeoutMs);
 }

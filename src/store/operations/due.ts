@@ -3,7 +3,7 @@ import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES, OPERATION_DEFER_REASONS, type ConnectorOperation } from './types.js';
-import { OPERATION_TABLE, rowToOperation } from './row.js';
+import { OPERATION_TABLE, rowToOperation, SEND_WINDOW_MARGIN_MS, sendWindowClosedAt } from './row.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
 
 /** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
@@ -41,7 +41,8 @@ export async function resumeDeferred(store: StoreContext, input: ResumeDeferredI
 type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
 
 /** Whether a live operation's lease is absent or expired at `now` (a worker may take it). */
-const leaseFreeAt = (eb: OperationEB, now: number) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]);
+const leaseFreeAt = (eb: OperationEB, now: number) =>
+  eb.and([eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]), sendWindowClosedAt(eb, now)]);
 
 /**
  * The exact negation of "due at `now`" for a live operation, written out so
@@ -56,12 +57,13 @@ export function notDueAt(eb: OperationEB, now: number): Expression<SqlBool> {
     eb('next_attempt_at', '>', now),
     eb('defer_reason', 'is not', null),
     eb.and([eb('lease_token', 'is not', null), eb('lease_expires_at', 'is not', null), eb('lease_expires_at', '>', now)]),
+    eb('send_deadline_at', '>', now - SEND_WINDOW_MARGIN_MS),
   ]);
 }
 
 /**
  * The rows that are due at `now` (live, `next_attempt_at <= now`, not
- * deferred, lease absent or expired), served by the due index; what
+ * deferred, lease absent or expired, no marked send inside its window), served by the due index; what
  * {@link listDueOperations} lists and the `/metrics` backlog counts.
  * {@link notDueAt} is its negation.
  */

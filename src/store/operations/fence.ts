@@ -32,6 +32,22 @@ export interface FenceRule {
   requireLiveLease: boolean;
 }
 
+/**
+ * A condition of one write beyond its rule (issue 37: a start refused while
+ * the attempt's marked send has no outcome; a second marker in one attempt),
+ * with what a row failing it deserves.
+ */
+export interface FenceGuard<V> {
+  /** Added to the statement's WHERE: the write applies only to rows where it holds. */
+  where: (eb: OperationEB, values: V) => Expression<SqlBool>;
+  /**
+   * A row that passes the fence and the rule but failed `where`: throws the
+   * refusal it deserves, or returns it when it is the answer already (a
+   * replay that writes nothing), or `undefined` when it would pass now.
+   */
+  onMiss: (row: OperationRow, values: V) => OperationRow | undefined;
+}
+
 /** Bound on rounds lost to the row changing between read and write. */
 const MAX_ROUNDS = 5;
 
@@ -72,19 +88,43 @@ const fenceValues = (fence: OperationFence, now: number): FenceValues => ({
  * (src/store/prepared.ts): `set` writes `values` (and `now`) by name, and
  * may not decide anything with them. Runs it and returns the updated row.
  */
-export function preparedFencedUpdate<V extends object>(rule: FenceRule, set: (eb: OperationEB, values: V & { now: number }) => OperationUpdate) {
-  const statement = prepared((db, v: V & FenceValues) => fencedQuery(db, v, rule, (eb) => set(eb, v)).returning(OPERATION_COLUMNS));
-  return (store: StoreContext, fence: OperationFence, now: number, values: V): Promise<OperationRow> =>
-    fencedRounds(store, fence, rule, now, async () => (await statement(store, { ...values, ...fenceValues(fence, now) })).rows[0]);
+export function preparedFencedUpdate<V extends object>(
+  rule: FenceRule,
+  set: (eb: OperationEB, values: V & { now: number }) => OperationUpdate,
+  guard?: FenceGuard<V>,
+) {
+  const statement = prepared((db, v: V & FenceValues) => {
+    const query = fencedQuery(db, v, rule, (eb) => set(eb, v));
+    return (guard === undefined ? query : query.where((eb) => guard.where(eb, v))).returning(OPERATION_COLUMNS);
+  });
+  return (store: StoreContext, fence: OperationFence, now: number, values: V): Promise<FencedUpdate> =>
+    fencedRounds(store, fence, rule, now, async () => (await statement(store, { ...values, ...fenceValues(fence, now) })).rows[0], (row) => guard?.onMiss(row, values));
+}
+
+/** What a fenced write did: the row after it, and whether it wrote it or found its write already there (a replay). */
+export interface FencedUpdate {
+  row: OperationRow;
+  /** True when nothing was written: the row already was this write's result (the guard's `onMiss` said so). */
+  replayed: boolean;
 }
 
 /** Runs `attempt` until it updates the row, explaining (throwing) each miss the current row deserves. */
-async function fencedRounds(store: StoreContext, fence: OperationFence, rule: FenceRule, now: number, attempt: () => Promise<OperationRow | undefined>): Promise<OperationRow> {
+async function fencedRounds(
+  store: StoreContext,
+  fence: OperationFence,
+  rule: FenceRule,
+  now: number,
+  attempt: () => Promise<OperationRow | undefined>,
+  onGuardMiss: (row: OperationRow) => OperationRow | undefined,
+): Promise<FencedUpdate> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const row = await attempt();
-    if (row !== undefined) return row;
-    // Throws unless the row now passes (it changed back between the two statements).
-    explainFencedMiss(await selectOperationRow(store, fence.key), fence, rule, now);
+    if (row !== undefined) return { row, replayed: false };
+    const current = await selectOperationRow(store, fence.key);
+    // Throws unless the row now passes the fence and the rule (it changed back between the two statements).
+    explainFencedMiss(current, fence, rule, now);
+    const answer = onGuardMiss(current);
+    if (answer !== undefined) return { row: answer, replayed: true };
   }
   throw new StaleLeaseError('operation');
 }

@@ -1,6 +1,6 @@
 /** Write-back operations (SPEC §3.3): claim, fenced leases, attempts, reconcile, due work, reads and listings. */
 export * from './types.js';
-export { rowToOperation } from './row.js';
+export { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
 export { claimOperation, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
 export { acquireOperationLease, renewOperationLease, releaseOperationLease, type AcquireOperationLeaseResult } from './leases.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, type RecordOperationOutcomeInput } from './attempts.js';
@@ -36,3 +36,15 @@ export {
   type OperationPage,
   type OperationScope,
 } from './list.js';
+export {
+  ACQUIRE_ANSWER,
+  CLAIM_ANSWER,
+  MAX_REQUEST_KEY_LENGTH,
+  OPERATION_ANSWER,
+  RENEW_ANSWER,
+  runKeyedRequest,
+  type AnswerCodec,
+  type KeyedAnswer,
+  type KeyedRequest,
+  type OperationRequestStep,
+} from './requests.js';

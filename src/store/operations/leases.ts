@@ -2,7 +2,7 @@
 import type { StoreContext } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
 import { preparedFencedUpdate, type FenceRule } from './fence.js';
-import { isLeaseLive, isLiveState, rowToOperation, selectOperationRow } from './row.js';
+import { isLeaseLive, isLiveState, isSendWindowOpen, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
 import { requirePositiveMs } from '../validate.js';
@@ -37,7 +37,7 @@ export async function acquireOperationLease(
     const row = await selectOperationRow(store, input.key);
     if (row === undefined) throw new NotFoundError('operation');
     if (!isLiveState(row.state)) throw new InvalidStateError(`cannot acquire a lease: operation is ${row.state}`);
-    if (isLeaseLive(row, now)) return { acquired: false, operation: rowToOperation(row) };
+    if (isLeaseLive(row, now) || isSendWindowOpen(row, now)) return { acquired: false, operation: rowToOperation(row) };
     const taken = await takeOverLease(store, row, input.leaseMs, now);
     if (taken !== undefined) {
       const operation = rowToOperation(taken.row);
@@ -64,7 +64,7 @@ export async function renewOperationLease(
   requireFence(input);
   requirePositiveMs('leaseMs', input.leaseMs);
   const now = store.now();
-  const row = await RENEW_UPDATE(store, input, now, { expiresAt: now + input.leaseMs });
+  const { row } = await RENEW_UPDATE(store, input, now, { expiresAt: now + input.leaseMs });
   const operation = rowToOperation(row);
   return { operation, lease: { token: input.leaseToken, expiresAt: operation.leaseExpiresAt as number, version: operation.version } };
 }
@@ -78,6 +78,6 @@ export async function renewOperationLease(
 export async function releaseOperationLease(store: StoreContext, input: OperationFence): Promise<ConnectorOperation> {
   requireFence(input);
   const now = store.now();
-  const row = await RELEASE_UPDATE(store, input, now, {});
+  const { row } = await RELEASE_UPDATE(store, input, now, {});
   return rowToOperation(row);
 }

@@ -38,11 +38,12 @@ export async function recordReconcileResult(
   const etag = input.providerEtag !== undefined ? { provider_etag: input.providerEtag } : {};
   const row = await fencedComputedUpdate(store, input, RECONCILE, now, (current) => {
     const attempts = Number(current.attempts);
+    // The look-up was made after the send window closed (a takeover waits for it): it is spent.
     const schedule = input.landed
-      ? { state: 'attempted', next_attempt_at: now, defer_reason: null }
+      ? { state: 'attempted', next_attempt_at: now, defer_reason: null, send_deadline_at: null }
       : attempts >= maxAttempts
-        ? { state: 'dead', send_marker: null, next_attempt_at: null, defer_reason: null }
-        : { state: 'attempted', send_marker: null, next_attempt_at: now, defer_reason: null };
+        ? { state: 'dead', send_marker: null, next_attempt_at: null, defer_reason: null, send_deadline_at: null }
+        : { state: 'attempted', send_marker: null, next_attempt_at: now, defer_reason: null, send_deadline_at: null };
     return {
       set: () => ({ ...schedule, ...etag, updated_at: now }),
       guard: (eb) => rowHas(eb, 'attempts', attempts),

@@ -96,6 +96,28 @@ export function isLeaseLive(row: Pick<OperationRow, 'lease_token' | 'lease_expir
   return row.lease_token !== null && row.lease_expires_at !== null && Number(row.lease_expires_at) > now;
 }
 
+/**
+ * The send window (issue 37): a send marked at `t` with timeout `T` may still
+ * be applied by the provider until `t + T`; a takeover waits `SEND_WINDOW_MARGIN_MS`
+ * more (the request's trip, and the replicas' clocks, which judge it). Until
+ * then no one may take the operation over, so no reconcile can miss a request
+ * the provider is still applying. The sender's own recorded outcome other
+ * than UNKNOWN (the provider answered) closes it.
+ */
+export const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+/** See {@link DEFAULT_SEND_TIMEOUT_MS}. */
+export const SEND_WINDOW_MARGIN_MS = 2_000;
+
+/** Whether a marked send may still be reaching the provider at `now` (nobody may take the operation over). */
+export function isSendWindowOpen(row: Pick<OperationRow, 'send_deadline_at'>, now: number): boolean {
+  return row.send_deadline_at !== null && Number(row.send_deadline_at) + SEND_WINDOW_MARGIN_MS > now;
+}
+
+/** SQL of "the send window is closed at `now`" ({@link isSendWindowOpen} negated). */
+export function sendWindowClosedAt(eb: ExpressionBuilder<any, any>, now: number) {
+  return eb.or([eb('send_deadline_at', 'is', null), eb('send_deadline_at', '<=', now - SEND_WINDOW_MARGIN_MS)]);
+}
+
 /** Whether an operation in `state` can still change (see `LIVE_OPERATION_STATES`). */
 export function isLiveState(state: string): boolean {
   return (LIVE_OPERATION_STATES as readonly string[]).includes(state);

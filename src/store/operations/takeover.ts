@@ -2,7 +2,7 @@
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES } from './types.js';
-import { OPERATION_TABLE } from './row.js';
+import { OPERATION_TABLE, sendWindowClosedAt } from './row.js';
 import { rowHas } from '../row-checks.js';
 
 /**
@@ -12,7 +12,8 @@ import { rowHas } from '../row-checks.js';
  * itself, from the row as it is at write time, because a holder's mark-sent
  * does not move the version and may land between our read and this write.
  * The lease guard stops a takeover of a lease its holder renewed meanwhile
- * (renewal keeps the version). Returns the new row, or `undefined` when the
+ * (renewal keeps the version), the send-window guard one of a marked send
+ * the provider may still be applying. Returns the new row, or `undefined` when the
  * CAS lost.
  */
 export async function takeOverLease(
@@ -40,6 +41,8 @@ export async function takeOverLease(
     .where('operation_id', '=', read.operation_id)
     .where((eb) => eb.and([rowHas(eb, 'version', Number(read.version)), rowHas(eb, 'state', LIVE_OPERATION_STATES)]))
     .where((eb) => eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]))
+    // A marked send still inside its window may still be applied: not yet (issue 37).
+    .where((eb) => sendWindowClosedAt(eb, now))
     .returningAll()
     .executeTakeFirst();
   return row === undefined ? undefined : { row, token };

@@ -57,6 +57,8 @@ export interface RetentionResult {
   pendingAuthorizations: number;
   /** Terminal (`applied` / `kept` / `failed`) candidates of committed receipts. */
   sweepCandidates: number;
+  /** Request keys of the write-back protocol recorded before the idempotency window (their operations' go with them). */
+  requestKeys: number;
   /** Hourly activity counter rows (viewer and total tables) and due-backlog samples older than the activity retention. */
   activityRows: number;
   /** False when `maxBatches` stopped a kind while its last batch was still full. */
@@ -163,10 +165,27 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     return Number(result.numDeletedRows);
   });
 
+  // Request keys (issue 37) outlive no resend: a lost answer is resent within seconds, and the row goes with its operation anyway.
+  const requestKeys = await drain(async () => {
+    const result = await store.db
+      .deleteFrom('kubun_connector_operation_request')
+      .where(({ eb, refTuple }) => {
+        let keys = store.db
+          .selectFrom('kubun_connector_operation_request')
+          .select(['caller_did', 'operation_id', 'request_key'])
+          .where('created_at', '<', operationCutoff)
+          .limit(batchSize);
+        if (postgres) keys = keys.forUpdate().skipLocked();
+        return eb(refTuple('caller_did', 'operation_id', 'request_key'), 'in', keys.$asTuple('caller_did', 'operation_id', 'request_key'));
+      })
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  });
+
   let activityRows = 0;
   for (const table of ['activity', 'totals', 'backlog'] as const) {
     activityRows += await drain(() => pruneActivityBatch(store, table, now - activityMs, batchSize));
   }
 
-  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, activityRows, complete };
+  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, requestKeys, activityRows, complete };
 }

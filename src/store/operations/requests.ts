@@ -1,0 +1,225 @@
+/**
+ * Keyed requests of the write-back protocol (issue 37): every step (claim,
+ * acquire, start, mark sent, record outcome, record reconcile result, renew,
+ * release, finalize) may carry a client request key. The step and the record
+ * of its key are written in one transaction (`kubun_connector_operation_request`,
+ * migration 0013), so the same request resent after its answer was lost gets
+ * the answer it had and writes nothing more, and another request under the
+ * same key is an {@link IdempotencyConflictError} naming each field that
+ * differs. A claim or acquire resent by its own claimant gets its lease back;
+ * anyone else (another request key) is judged afresh, and sees IN_FLIGHT.
+ *
+ * The happy path costs one INSERT beside the step. A resent request is found
+ * only when the step misses or finds its key taken: the step runs, and when
+ * it fails (its fence moved on, its state is past it) or its key's row
+ * already exists, the transaction is rolled back and the stored answer read.
+ */
+import { hash } from 'node:crypto';
+import type { OperationRequestRow } from '../../db/tables.js';
+import { inTransaction, type StoreContext } from '../context.js';
+import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
+import { prepared } from '../prepared.js';
+import type { AcquireOperationLeaseResult } from './leases.js';
+import type { ClaimOperationResult } from './claim.js';
+import type { ConnectorOperation, OperationKey, OperationLease } from './types.js';
+import { requireNonEmptyString } from '../validate.js';
+
+const REQUEST_TABLE = 'kubun_connector_operation_request';
+
+/** The steps a request key can name, as the API's mutations are called. */
+export type OperationRequestStep =
+  | 'claimOperation'
+  | 'acquireOperationLease'
+  | 'startOperationAttempt'
+  | 'markOperationSent'
+  | 'recordOperationAttempt'
+  | 'recordReconcileResult'
+  | 'renewOperationLease'
+  | 'releaseOperationLease'
+  | 'finalizeOperation';
+
+/** The longest request key, in characters. */
+export const MAX_REQUEST_KEY_LENGTH = 200;
+
+/** One keyed request: the operation, the client's key, the step, and its input fields. */
+export interface KeyedRequest {
+  key: OperationKey;
+  requestKey: string;
+  step: OperationRequestStep;
+  /**
+   * Every input field of the request but the request key and the operation's
+   * id; kept as a digest per field (a lease token or send marker is never
+   * stored in the clear), compared field by field on a replay.
+   */
+  input: Record<string, unknown>;
+}
+
+/** How a step's answer is kept: its JSON without secrets, and the lease token it granted, if any. */
+export interface AnswerCodec<A> {
+  encode(answer: A): { answer: unknown; leaseToken: string | null };
+  decode(answer: unknown, leaseToken: string | null): A;
+  /** Whether the answer wrote anything (only those are recorded). Default: every answer. */
+  wrote?(answer: A): boolean;
+}
+
+/** What a keyed step did: its answer, and whether it was the recorded answer of the same request (nothing written). */
+export interface KeyedAnswer<A> {
+  answer: A;
+  replayed: boolean;
+}
+
+/** The request key was recorded by a concurrent request: this one's writes are rolled back. */
+class RequestKeyTaken extends Error {}
+
+/** Rounds of "run, find the key taken, read it" before giving up (the key's row vanished each time). */
+const MAX_ROUNDS = 3;
+
+/**
+ * Runs `run` as the keyed request `request` (see the module comment);
+ * without a request key it just runs it. `run` gets the transaction.
+ */
+export async function runKeyedRequest<A>(
+  store: StoreContext,
+  request: KeyedRequest | undefined,
+  codec: AnswerCodec<A>,
+  run: (tx: StoreContext) => Promise<A>,
+): Promise<KeyedAnswer<A>> {
+  if (request === undefined) return { answer: await run(store), replayed: false };
+  requireRequestKey(request.requestKey);
+  const input = digestInput(request.input);
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    try {
+      const answer = await inTransaction(store, async (tx) => {
+        const result = await run(tx);
+        if (codec.wrote?.(result) === false) return result;
+        const { answer: json, leaseToken } = codec.encode(result);
+        const { rows } = await INSERT_REQUEST(tx, {
+          callerDID: request.key.callerDID,
+          operationID: request.key.operationID,
+          requestKey: request.requestKey,
+          step: request.step,
+          input: JSON.stringify(input),
+          answer: JSON.stringify(json),
+          leaseToken,
+          now: tx.now(),
+        });
+        if (rows.length === 0) throw new RequestKeyTaken();
+        return result;
+      });
+      // An answer that wrote nothing (a claim found IN_FLIGHT) may still be the recorded one's replay.
+      if (codec.wrote?.(answer) === false) {
+        const stored = await selectRequest(store, request);
+        if (stored !== undefined) return replay(stored, request, input, codec);
+      }
+      return { answer, replayed: false };
+    } catch (error) {
+      if (!(error instanceof RequestKeyTaken) && !(error instanceof StoreError)) throw error;
+      const stored = await selectRequest(store, request);
+      if (stored !== undefined) return replay(stored, request, input, codec);
+      if (!(error instanceof RequestKeyTaken)) throw error;
+    }
+  }
+  throw new RequestKeyTaken('the request key was taken and released repeatedly');
+}
+
+/** The recorded answer of `stored`, or the conflict when this request is not the one recorded under its key. */
+function replay<A>(stored: OperationRequestRow, request: KeyedRequest, input: Record<string, string>, codec: AnswerCodec<A>): KeyedAnswer<A> {
+  if (stored.step !== request.step) throw new IdempotencyConflictError(['mutation']);
+  const recorded = JSON.parse(stored.input) as Record<string, string>;
+  const fields = [...new Set([...Object.keys(recorded), ...Object.keys(input)])].filter((field) => recorded[field] !== input[field]);
+  if (fields.length > 0) throw new IdempotencyConflictError(fields);
+  return { answer: codec.decode(JSON.parse(stored.answer), stored.lease_token), replayed: true };
+}
+
+/** Each field's value as a digest: comparable, and nothing secret kept in the clear. */
+function digestInput(input: Record<string, unknown>): Record<string, string> {
+  const digests: Record<string, string> = {};
+  for (const [field, value] of Object.entries(input)) {
+    if (value === undefined) continue;
+    digests[field] = hash('sha256', JSON.stringify(value), 'base64url');
+  }
+  return digests;
+}
+
+/** A request key is 1 to 200 characters of text. */
+export function requireRequestKey(requestKey: string): void {
+  requireNonEmptyString('requestKey', requestKey);
+  if (requestKey.length > MAX_REQUEST_KEY_LENGTH) throw new InvalidInputError('requestKey', `must be at most ${MAX_REQUEST_KEY_LENGTH} characters`);
+}
+
+const INSERT_REQUEST = prepared(
+  (
+    db,
+    v: { callerDID: string; operationID: string; requestKey: string; step: string; input: string; answer: string; leaseToken: string | null; now: number },
+  ) =>
+    db
+      .insertInto(REQUEST_TABLE)
+      .values({
+        caller_did: v.callerDID,
+        operation_id: v.operationID,
+        request_key: v.requestKey,
+        step: v.step,
+        input: v.input,
+        answer: v.answer,
+        lease_token: v.leaseToken,
+        created_at: v.now,
+      })
+      .onConflict((oc) => oc.columns(['caller_did', 'operation_id', 'request_key']).doNothing())
+      .returning(['request_key']),
+);
+
+const SELECT_REQUEST = prepared((db, v: { callerDID: string; operationID: string; requestKey: string }) =>
+  db
+    .selectFrom(REQUEST_TABLE)
+    .select(['caller_did', 'operation_id', 'request_key', 'step', 'input', 'answer', 'lease_token', 'created_at'])
+    .where('caller_did', '=', v.callerDID)
+    .where('operation_id', '=', v.operationID)
+    .where('request_key', '=', v.requestKey),
+);
+
+async function selectRequest(store: StoreContext, request: KeyedRequest): Promise<OperationRequestRow | undefined> {
+  const { rows } = await SELECT_REQUEST(store, { callerDID: request.key.callerDID, operationID: request.key.operationID, requestKey: request.requestKey });
+  return rows[0];
+}
+
+/** A lease kept without its token (the token goes to its own column). */
+const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, version: lease.version });
+const withToken = (lease: { expiresAt: number; version: number }, token: string | null): OperationLease => ({ ...lease, token: token ?? '' });
+
+/** The answer of start, mark sent, record outcome, record reconcile result and release: the operation after it. */
+export const OPERATION_ANSWER: AnswerCodec<ConnectorOperation> = {
+  encode: (operation) => ({ answer: operation, leaseToken: null }),
+  decode: (answer) => answer as ConnectorOperation,
+};
+
+/** The answer of a renewal: the operation and the lease. */
+export const RENEW_ANSWER: AnswerCodec<{ operation: ConnectorOperation; lease: OperationLease }> = {
+  encode: ({ operation, lease }) => ({ answer: { operation, lease: withoutToken(lease) }, leaseToken: lease.token }),
+  decode: (answer, token) => {
+    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
+    return { operation, lease: withToken(lease, token) };
+  },
+};
+
+/** The answer of an acquire that took the lease (a refused one wrote nothing and is judged afresh). */
+export const ACQUIRE_ANSWER: AnswerCodec<AcquireOperationLeaseResult> = {
+  encode: (result) => ({ answer: { operation: result.operation, lease: result.acquired ? withoutToken(result.lease) : null }, leaseToken: result.acquired ? result.lease.token : null }),
+  decode: (answer, token) => {
+    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
+    return { acquired: true, operation, lease: withToken(lease, token) };
+  },
+  wrote: (result) => result.acquired,
+};
+
+/** The answer of a claim that took a lease (REPLAYED, DEAD and IN_FLIGHT wrote nothing and are judged afresh). */
+export const CLAIM_ANSWER: AnswerCodec<ClaimOperationResult> = {
+  encode: (result) => ({
+    answer: { outcome: result.outcome, operation: result.operation, lease: result.lease === undefined ? null : withoutToken(result.lease) },
+    leaseToken: result.lease?.token ?? null,
+  }),
+  decode: (answer, token) => {
+    const { outcome, operation, lease } = answer as { outcome: ClaimOperationResult['outcome']; operation: ConnectorOperation; lease: { expiresAt: number; version: number } | null };
+    return { outcome, operation, ...(lease !== null && { lease: withToken(lease, token) }) };
+  },
+  wrote: (result) => result.outcome === 'CLAIMED',
+};
