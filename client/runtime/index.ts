@@ -9,6 +9,7 @@ export {
   writeBack,
   LeaseLostError,
   SendNotAllowedError,
+  SendTimeoutError,
   type AcquireInput,
   type CommittedOutcome,
   type FailedOutcome,

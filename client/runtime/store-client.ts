@@ -45,6 +45,13 @@ export interface StoreRequestOptions {
   signal?: AbortSignal;
   /** Override of {@link StoreClientOptions.maxRetries} for this request (0: no retry). */
   maxRetries?: number;
+  /**
+   * Retry a 5xx answer too (500 included), for a request the server
+   * recognises when resent (a write-back step with its `requestKey`): a
+   * server that failed after committing answers the resent request with what
+   * it committed. Default false.
+   */
+  retryServerErrors?: boolean;
 }
 
 /** What a subscription delivers: each result's data, then an end. */
@@ -153,7 +160,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     return entry;
   }
 
-  async function attempt(document: PreparedDocument, variables: Record<string, unknown>, signal: AbortSignal | undefined, reauthorized: boolean): Promise<unknown> {
+  async function attempt(document: PreparedDocument, variables: Record<string, unknown>, signal: AbortSignal | undefined, reauthorized: boolean, retryServerErrors = false): Promise<unknown> {
     const operationName = document.operationName;
     const guard = linkedSignal([signal], requestTimeoutMs);
     let response: Response;
@@ -199,10 +206,15 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     if (response.status === 401 && !reauthorized && typeof options.tokens !== 'string') {
       // A token the server no longer takes (a clock jump, a key just listed): mint once more.
       invalidateToken();
-      return attempt(document, variables, signal, true);
+      return attempt(document, variables, signal, true, retryServerErrors);
     }
     const retryable =
-      firstError?.extensions?.retryable === true || response.status === 503 || (response.status === 429 && retryAfterMs !== undefined) || response.status === 502 || response.status === 504;
+      firstError?.extensions?.retryable === true ||
+      response.status === 503 ||
+      (response.status === 429 && retryAfterMs !== undefined) ||
+      response.status === 502 ||
+      response.status === 504 ||
+      (retryServerErrors && response.status >= 500);
     throw new StoreRequestError({
       code,
       message: typeof firstError?.message === 'string' ? firstError.message : `HTTP ${response.status}`,
@@ -220,7 +232,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       const retries = requestOptions.maxRetries ?? maxRetries;
       for (let retry = 0; ; retry++) {
         try {
-          return (await attempt(entry, variables, requestOptions.signal, false)) as never;
+          return (await attempt(entry, variables, requestOptions.signal, false, requestOptions.retryServerErrors === true)) as never;
         } catch (error) {
           if (!(error instanceof StoreRequestError) || !error.retryable || retry >= retries) throw error;
           const step = Math.min(MAX_RETRY_DELAY_MS, baseDelay * 2 ** retry);

@@ -57,6 +57,14 @@ export interface RunWorkerOptions {
   concurrency?: number;
   /** Lease length in ms (1 s to 1 h); renewed every third. Default: 30 000. */
   leaseMs?: number;
+  /**
+   * The longest one send (or reconcile) of this connector may take, in ms: the
+   * per-operation deadline. Sent with each mark, so the server keeps a
+   * takeover out of the send window; at the deadline the handler's signal
+   * fires and the attempt is recorded (UNKNOWN after the mark), so a hung
+   * provider never holds a slot. Default: 30 000.
+   */
+  sendTimeoutMs?: number;
   /** Fallback poll when nothing woke the worker. Default: 5 000 ms. */
   pollIntervalMs?: number;
   /** Be woken by `operationsChanged` (graphql-sse) while there is no due work left (not held through a backlog). Default: true. */
@@ -193,6 +201,7 @@ export function runWorker(options: RunWorkerOptions): Worker {
       try {
         const result = await writeBack(client, { id, leaseMs }, handler, {
           signal: hardStop.signal,
+          ...(options.sendTimeoutMs !== undefined && { sendTimeoutMs: options.sendTimeoutMs }),
           onEvent: (event) => {
             if (event.type === 'acquired') counters.started++;
             emit(event);

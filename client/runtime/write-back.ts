@@ -155,7 +155,25 @@ export interface WriteBackOptions {
   sendMarker?: () => string;
   /** Told about every step. */
   onEvent?: (event: WriteBackEvent) => void;
+  /**
+   * The longest the handler's `send` (and a `reconcile`) may take, in ms.
+   * Sent with the mark (the server holds the operation's send window open
+   * that long, plus its margin, so no takeover reconciles while the provider
+   * may still apply it); at the deadline, counted from the handler's call,
+   * the handler's signal fires with a {@link SendTimeoutError} and, unless it
+   * answers within a second, the attempt is recorded UNKNOWN (RETRYABLE
+   * before the mark) without it. Default 30 000 (the server's default).
+   */
+  sendTimeoutMs?: number;
 }
+
+/** The handler's signal reason when the send (or reconcile) ran past `sendTimeoutMs`. */
+export class SendTimeoutError extends Error {
+  override readonly name = 'SendTimeoutError';
+}
+
+/** How long a handler may take to answer its aborted signal before the runtime records without it. */
+const HANDLER_GRACE_MS = 1_000;
 
 /** Why the handler's signal fired. */
 export class LeaseLostError extends Error {
@@ -216,7 +234,8 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   let leaseMs: number;
   if ('operationID' in input) {
     leaseMs = input.leaseMs;
-    const { claimOperation: claim } = await client.request(ClaimOperationDocument, { input });
+    // A key of this request: resent after a lost answer (the client's retries), the server answers it again with its lease.
+    const { claimOperation: claim } = await client.request(ClaimOperationDocument, { input: { ...input, requestKey: input.requestKey ?? newRequestKey() } }, KEYED);
     if (claim.__typename !== 'ClaimOperationPayload') return refused(claim);
     operation = claim.operation;
     switch (claim.outcome) {
@@ -234,7 +253,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     emit({ type: 'claimed', id: operation.id, operationID: operation.operationID, version: lease.version });
   } else {
     leaseMs = input.leaseMs;
-    const { acquireOperationLease: acquired } = await client.request(AcquireOperationLeaseDocument, { input: { id: input.id, leaseMs } });
+    const { acquireOperationLease: acquired } = await client.request(AcquireOperationLeaseDocument, { input: { id: input.id, leaseMs, requestKey: newRequestKey() } }, KEYED);
     if (acquired.__typename === 'InvalidStateError') return { status: 'in-flight', operation: null };
     if (acquired.__typename !== 'OperationPayload') return refused(acquired);
     if (acquired.lease === null) return { status: 'in-flight', operation: acquired.operation };
@@ -243,7 +262,9 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     emit({ type: 'acquired', id: operation.id, operationID: operation.operationID, version: lease.version });
   }
 
-  const fence = () => ({ id: operation.id, version: lease.version, leaseToken: lease.token });
+  /** The fence of every later step, with a new request key (a step's retries resend the same variables, so the same key). */
+  const fence = () => ({ id: operation.id, version: lease.version, leaseToken: lease.token, requestKey: newRequestKey() });
+  const sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
   const event = (type: WriteBackEvent['type'], extra: Partial<WriteBackEvent> = {}) =>
     emit({ type, id: operation.id, operationID: operation.operationID, version: lease.version, ...extra });
 
@@ -251,13 +272,31 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   const lost = new AbortController();
   const keeper = keepLease(client, fence, leaseMs, options.renewEveryMs ?? Math.max(250, Math.floor(leaseMs / 3)), lost, () => event('renewed'));
   const stop = options.signal;
-  const handlerGuard = linkedSignal([lost.signal, stop]);
+  // Fires at the handler's deadline (sendTimeoutMs from its call): the send window the server holds open ends then.
+  const deadline = new AbortController();
+  let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  const handlerGuard = linkedSignal([lost.signal, stop, deadline.signal]);
   const handlerSignal = handlerGuard.signal;
+  /** Runs a handler under the deadline: past it (and a second's grace to answer its signal) the runtime goes on without it. */
+  const bounded = <T>(run: () => Promise<T>): Promise<T> => {
+    clearTimeout(deadlineTimer);
+    return new Promise<T>((resolve, reject) => {
+      let grace: ReturnType<typeof setTimeout> | undefined;
+      deadlineTimer = setTimeout(() => {
+        deadline.abort(new SendTimeoutError(`the handler ran past sendTimeoutMs (${sendTimeoutMs} ms)`));
+        grace = setTimeout(() => reject(deadline.signal.reason), HANDLER_GRACE_MS);
+      }, sendTimeoutMs);
+      run().then(resolve, reject).finally(() => {
+        clearTimeout(deadlineTimer);
+        clearTimeout(grace);
+      });
+    });
+  };
   let marked = false;
 
   const release = async () => {
     try {
-      const { releaseOperationLease: released } = await client.request(RuntimeReleaseOperationLeaseDocument, { input: fence() });
+      const { releaseOperationLease: released } = await client.request(RuntimeReleaseOperationLeaseDocument, { input: fence() }, KEYED);
       if (released.__typename === 'OperationPayload') operation = { ...operation, ...released.operation };
       event('released');
     } catch {
@@ -276,7 +315,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         ...(outcome.message !== undefined && { message: outcome.message }),
         ...(outcome.providerEtag !== undefined && { providerEtag: outcome.providerEtag }),
       },
-    });
+    }, KEYED);
     operation = { ...operation, ...expectPayload(recorded, 'OperationPayload').operation };
     event('recorded', { kind });
     keeper.stop();
@@ -293,7 +332,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         ...(outcome.resultEntity !== undefined && { resultEntity: outcome.resultEntity }),
         ...(outcome.currentWinnerDigest !== undefined && { currentWinnerDigest: outcome.currentWinnerDigest }),
       },
-    });
+    }, KEYED);
     const payload = expectPayload(finalized, 'FinalizeOperationPayload');
     if (!payload.finalized) throw new FenceLost('finalize answered false: the lease was taken over');
     if (payload.operation !== null) operation = { ...operation, ...payload.operation };
@@ -314,7 +353,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       event('reconciling');
       let found: ReconcileOutcome;
       try {
-        found = await handler.reconcile({ operation, signal: handlerSignal });
+        found = await bounded(() => handler.reconcile({ operation, signal: handlerSignal }));
       } catch (error) {
         if (lost.signal.aborted) return { status: 'lease-lost', operation, marked: true };
         event('handler-error', { message: error instanceof Error ? error.message : String(error) });
@@ -325,7 +364,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       if (found.kind === 'committed' || found.kind === 'not-landed') {
         const { recordReconcileResult: result } = await client.request(RuntimeRecordReconcileResultDocument, {
           input: { ...fence(), landed: found.kind === 'committed', ...(found.providerEtag !== undefined && { providerEtag: found.providerEtag }) },
-        });
+        }, KEYED);
         operation = { ...operation, ...expectPayload(result, 'OperationPayload').operation };
         if (found.kind === 'committed') return await finalize(found, true);
         if (operation.state === 'DEAD') {
@@ -347,7 +386,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       await release();
       return { status: 'released', operation };
     }
-    const { startOperationAttempt: started } = await client.request(RuntimeStartOperationAttemptDocument, { input: fence() });
+    const { startOperationAttempt: started } = await client.request(RuntimeStartOperationAttemptDocument, { input: fence() }, KEYED);
     operation = { ...operation, ...expectPayload(started, 'OperationPayload').operation };
     event('started');
     let marking: Promise<void> | undefined;
@@ -355,9 +394,10 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       (marking ??= (async () => {
         if (lost.signal.aborted) throw new SendNotAllowedError('the lease is lost: send nothing');
         if (stop?.aborted === true) throw new SendNotAllowedError('the runtime is stopping: send nothing');
+        if (deadline.signal.aborted) throw new SendNotAllowedError('past sendTimeoutMs: send nothing');
         let result;
         try {
-          result = await client.request(RuntimeMarkOperationSentDocument, { input: { ...fence(), sendMarker: (options.sendMarker ?? randomMarker)() } });
+          result = await client.request(RuntimeMarkOperationSentDocument, { input: { ...fence(), sendMarker: (options.sendMarker ?? randomMarker)(), sendTimeoutMs } }, KEYED);
         } catch (error) {
           throw new SendNotAllowedError(`could not mark the send: ${error instanceof Error ? error.message : String(error)}`);
         }
@@ -372,7 +412,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
 
     let outcome: SendOutcome;
     try {
-      outcome = await handler.send({ operation, attempt: operation.attempts, signal: handlerSignal, markSent });
+      outcome = await bounded(() => handler.send({ operation, attempt: operation.attempts, signal: handlerSignal, markSent }));
     } catch (error) {
       if (lost.signal.aborted) return { status: 'lease-lost', operation, marked };
       event('handler-error', { message: error instanceof Error ? error.message : String(error) });
@@ -396,8 +436,23 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     throw error;
   } finally {
     keeper.stop();
+    clearTimeout(deadlineTimer);
     handlerGuard.dispose();
   }
+}
+
+/** The server's default send timeout (src/store/operations/row.ts). */
+const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+
+/**
+ * Options of every step's request: resent on a lost answer, a reset
+ * connection or a 5xx alike, since each carries its own request key and the
+ * server answers a resent one again without writing.
+ */
+const KEYED = { retryServerErrors: true } as const;
+
+function newRequestKey(): string {
+  return globalThis.crypto.randomUUID();
 }
 
 function refused(error: Typed): WriteBackResult {
@@ -442,7 +497,7 @@ function keepLease(
       // Retries must not outlive the lease.
       const guard = linkedSignal([stopped.signal], Math.max(1, expiresAt - Date.now()));
       try {
-        const { renewOperationLease: renewed } = await client.request(RenewOperationLeaseDocument, { input: { ...fence(), leaseMs } }, { signal: guard.signal });
+        const { renewOperationLease: renewed } = await client.request(RenewOperationLeaseDocument, { input: { ...fence(), leaseMs } }, { signal: guard.signal, retryServerErrors: true });
         if (stopped.signal.aborted) return;
         if (renewed.__typename !== 'OperationPayload') {
           lost.abort(new LeaseLostError(`renewal refused: ${renewed.code}`));

@@ -13,6 +13,7 @@ import { createStoreClient, runWorker, StoreRequestError, writeBack, type StoreC
 import { ClaimOperationDocument, ReleaseOperationLeaseDocument, type ClaimOperationInput } from '../../client/generated/graphql.js';
 import { describeGraphQL, type GraphQLSuite } from '../helpers/graphql.js';
 import { OPERATION_FIELDS } from '../helpers/operation-graphql.js';
+import { PAST_SEND_WINDOW_MS } from '../helpers/operation-claim-fixtures.js';
 
 type Who = 'alice' | 'worker';
 
@@ -174,6 +175,8 @@ describeGraphQL('client runtime: writeBack', (suite) => {
     const makeReconcileOnly = async () => {
       const result = await writeBack(owner, claim(), handlerAnswering({ kind: 'unknown' }).handler);
       if (result.status !== 'recorded') throw new Error(`expected recorded, got ${result.status}`);
+      // Past its send window: only then may another holder take a marked send over (issue 37).
+      suite.clock.advance(PAST_SEND_WINDOW_MS);
       return result.operation.id;
     };
     const found = await makeReconcileOnly();
@@ -284,6 +287,84 @@ describeGraphQL('client runtime: writeBack', (suite) => {
     expect(secrets.length).toBeGreaterThan(8);
     const text = JSON.stringify(seen);
     for (const secret of new Set(secrets)) expect(text).not.toContain(secret);
+  });
+});
+
+describeGraphQL('client runtime: lost answers and hung sends (issue 37)', (suite) => {
+  const historyOf = async (id: string) => {
+    const res = await suite.gql(`query($id: ID!) { node(id: $id) { ... on ConnectorOperation { attemptHistory(first: 20) { edges { node { attempt sentAt } } } } } }`, { id }, { as: 'worker' });
+    return res.data.node.attemptHistory.edges.map((edge: { node: unknown }) => edge.node);
+  };
+
+  it('every step whose answer is lost after the server committed (dropped, or a 500) is resent with its key and answered again: one attempt, one send, committed', async () => {
+    const lost: string[] = [];
+    const seen = new Set<string>();
+    const client = clientOf(suite, 'alice', [], async (request, body) => {
+      const { operationName } = JSON.parse(body) as { operationName?: string };
+      const response = await request();
+      if (operationName !== undefined && !seen.has(operationName)) {
+        // The server committed; the answer never arrives (every other step), or arrives as a 500.
+        seen.add(operationName);
+        lost.push(operationName);
+        if (lost.length % 2 === 1) throw new TypeError('socket hang up');
+        return new Response('{"errors":[{"message":"bad gateway"}]}', { status: 500, headers: { 'content-type': 'application/json' } });
+      }
+      return response;
+    });
+    const { handler, calls } = handlerAnswering(COMMITTED);
+    const result = await writeBack(client, claim(), handler);
+    // The finalize's own answer was lost too: its resend is answered as a replay.
+    expect(result).toMatchObject({ status: 'committed', replayed: true });
+    expect(calls.send).toBe(1);
+    expect(lost).toEqual(expect.arrayContaining(['ClaimOperation', 'RuntimeStartOperationAttempt', 'RuntimeMarkOperationSent', 'RuntimeFinalizeOperation']));
+    const op = await operation(suite, (result as { operation: { id: string } }).operation.id);
+    expect(op).toMatchObject({ state: 'COMMITTED', attempts: 1, version: 0 });
+    const history = await historyOf(op.id);
+    expect(history).toHaveLength(1);
+    expect(history[0].sentAt).not.toBeNull();
+  });
+
+  it('a recorded outcome and a release whose answers are lost are answered again, not refused as a stale lease', async () => {
+    const seen = new Set<string>();
+    const client = clientOf(suite, 'alice', [], async (request, body) => {
+      const { operationName } = JSON.parse(body) as { operationName?: string };
+      const response = await request();
+      if ((operationName === 'RuntimeRecordOperationAttempt' || operationName === 'RuntimeReleaseOperationLease') && !seen.has(operationName)) {
+        seen.add(operationName);
+        throw new TypeError('socket hang up');
+      }
+      return response;
+    });
+    const events: WriteBackEvent[] = [];
+    const result = await writeBack(client, claim(), handlerAnswering({ kind: 'retryable', httpStatus: 503 }).handler, { onEvent: (event) => events.push(event) });
+    expect(result).toMatchObject({ status: 'recorded', kind: 'RETRYABLE' });
+    expect(events.map((event) => event.type)).toContain('released');
+    const op = await operation(suite, (result as { operation: { id: string } }).operation.id);
+    expect(op).toMatchObject({ state: 'ATTEMPTED', attempts: 1, leaseExpiresAt: null, lastKind: 'RETRYABLE' });
+    expect(await historyOf(op.id)).toHaveLength(1);
+  });
+
+  it('a send that never answers is cut at sendTimeoutMs: recorded UNKNOWN (RECONCILE_ONLY), the lease given back, no slot held', async () => {
+    const client = clientOf(suite, 'alice');
+    let signalReason: unknown;
+    const handler: WriteBackHandler = {
+      async send({ markSent, signal }) {
+        await markSent();
+        signal.addEventListener('abort', () => (signalReason = signal.reason));
+        return new Promise(() => {}); // applies and never answers, and ignores its signal
+      },
+      async reconcile() {
+        return { kind: 'not-landed' };
+      },
+    };
+    const started = Date.now();
+    const result = await writeBack(client, claim(), handler, { sendTimeoutMs: 300 });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(result).toMatchObject({ status: 'recorded', kind: 'UNKNOWN' });
+    expect(signalReason).toMatchObject({ name: 'SendTimeoutError' });
+    const op = await operation(suite, (result as { operation: { id: string } }).operation.id);
+    expect(op).toMatchObject({ state: 'RECONCILE_ONLY', leaseExpiresAt: null, sendMarkerSet: true });
+    expect(op.lastError).toMatch(/SendTimeoutError/);
   });
 });
 
