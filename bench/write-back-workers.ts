@@ -208,6 +208,7 @@ export async function runWriteBackWorkersBench(): Promise<void> {
         workers: 3,
         concurrency: CONCURRENCY,
         leaseMs: 2_000,
+        sendTimeoutMs: 1_000,
         faults: { dropRate: 0.1, failRate: 0.02 },
         rejectEvery: 50,
         crashAtSend: [12, 30],

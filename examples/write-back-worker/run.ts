@@ -4,7 +4,7 @@
  * as its service identity, starts the fake provider, enqueues operations, runs
  * worker processes until every operation is COMMITTED or DEAD, and prints what
  * happened. Options (environment): OPERATIONS (200), WORKERS (2),
- * CONCURRENCY (4), LEASE_MS (5 000), and for the faults DROP_RATE (0.1: the
+ * CONCURRENCY (4), LEASE_MS (5 000), SEND_TIMEOUT_MS (2 000: the fake provider answers in milliseconds), and for the faults DROP_RATE (0.1: the
  * provider applies, then cuts the connection), FAIL_RATE (0.05: 503),
  * CRASH=1 (kill workers at every step: before mark-sent, after it, after the
  * provider applied), REJECT_EVERY (25: that target refuses for good → DEAD).
@@ -99,6 +99,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       workers: number('WORKERS', 2),
       concurrency: number('CONCURRENCY', 4),
       leaseMs: number('LEASE_MS', 5_000),
+      sendTimeoutMs: number('SEND_TIMEOUT_MS', 2_000),
       faults: { dropRate: number('DROP_RATE', 0.1), failRate: number('FAIL_RATE', 0.05) },
       rejectEvery: number('REJECT_EVERY', 25),
       ...(crash && { crashAtSend: [5, 20] as [number, number] }),

@@ -50,6 +50,12 @@ export interface ScenarioOptions {
   /** Per worker. */
   concurrency: number;
   leaseMs: number;
+  /**
+   * The longest a send to the provider may take (the workers' `sendTimeoutMs`):
+   * a takeover of a send marked by a killed worker waits this long plus the
+   * server's 2 s margin. Default: the runtime's (30 s).
+   */
+  sendTimeoutMs?: number;
   /** Default: a fresh name per run. */
   connector?: string;
   /** The provider's faults (e.g. `{ dropRate: 0.1 }`). */
@@ -150,6 +156,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           CONNECTOR: connector,
           CONCURRENCY: String(options.concurrency),
           LEASE_MS: String(options.leaseMs),
+          ...(options.sendTimeoutMs !== undefined && { SEND_TIMEOUT_MS: String(options.sendTimeoutMs) }),
           ...(process.env.SUBSCRIBE !== undefined && { SUBSCRIBE: process.env.SUBSCRIBE }),
           ...(crashAt !== undefined && { CRASH_AT: crashAt }),
         },

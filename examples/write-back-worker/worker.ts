@@ -6,6 +6,7 @@
  *
  * Environment: STORE_URL (…/graphql), KEY_FILE, AUDIENCE, PROVIDER_URL,
  * CONNECTOR (default `example`), CONCURRENCY (4), LEASE_MS (30 000),
+ * SEND_TIMEOUT_MS (the runtime's default, 30 000),
  * SUBSCRIBE (1; 0: poll only),
  * and for the fault test CRASH_AT=`point@n`: SIGKILL this process at its n-th
  * send, at `before-mark`, `after-mark` (marked, not yet sent) or
@@ -41,6 +42,7 @@ const worker = runWorker({
   connector: env('CONNECTOR', 'example'),
   concurrency: Number(env('CONCURRENCY', '4')),
   leaseMs: Number(env('LEASE_MS', '30000')),
+  ...(process.env.SEND_TIMEOUT_MS !== undefined && { sendTimeoutMs: Number(process.env.SEND_TIMEOUT_MS) }),
   subscribe: env('SUBSCRIBE', '1') !== '0',
   handler,
 });

@@ -52,6 +52,7 @@ describe.each(dialects)('write-back workers under kills (%s)', (dialect) => {
         workers: 3,
         concurrency: 4,
         leaseMs: 1_500,
+        sendTimeoutMs: 1_000,
         faults: { dropRate: 0.1, failRate: 0.02 },
         rejectEvery: REJECT_EVERY,
         crashAtSend: [20, 40],
