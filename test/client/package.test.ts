@@ -309,14 +309,14 @@ describe('the client package (npm pack, installed outside the repository)', () =
     const output = outputOf(worker);
     try {
       await output.waitFor(/^finished \S+ committed/m);
-      // Sent, and no answer came: RECONCILE_ONLY, due within a second. The provider has it.
+      // Sent, and no answer came: RECONCILE_ONLY, due once its send window (500 ms + the 2 s margin) has passed. The provider has it.
       const unknown = await writeBack(store, input('readme-landed'), {
         send: async ({ markSent }) => {
           await markSent();
           return { kind: 'unknown', message: 'no answer' };
         },
         reconcile: unused.reconcile,
-      });
+      }, { sendTimeoutMs: 500 });
       expect(unknown).toMatchObject({ status: 'recorded', kind: 'UNKNOWN', operation: { state: 'RECONCILE_ONLY' } });
       await output.waitFor(/^finished \S+ committed[\s\S]*^finished \S+ committed/m);
       worker.kill('SIGTERM');
