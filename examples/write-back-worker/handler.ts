@@ -7,7 +7,7 @@
 import type { CommittedOutcome, WriteBackHandler, WriteBackOperation } from '../../client/runtime/index.js';
 
 /** The steps of a send, in order, as `atStep` names them. */
-export type HandlerStep = 'before-mark' | 'after-mark' | 'after-apply';
+export type HandlerStep = 'before-mark' | 'after-mark' | 'during-send' | 'after-apply';
 
 /** What the provider's item becomes in the store: the local document and the provider's id. */
 function committed(operation: WriteBackOperation, item: { id: string; etag: string }): CommittedOutcome {
@@ -16,9 +16,15 @@ function committed(operation: WriteBackOperation, item: { id: string; etag: stri
 
 /**
  * A handler for the provider at `providerURL`. `atStep(step, n)` is called at
- * each step of this handler's n-th send (the fault test kills the process there).
+ * each step of this handler's n-th send (the fault test kills the process
+ * there); `applyAfterMs(n)`, when it gives a number, asks the fake provider to
+ * apply the n-th send only that long after it arrived (so a kill `during-send`
+ * finds the provider still applying it).
  */
-export function createProviderHandler(providerURL: string, options: { atStep?: (step: HandlerStep, send: number) => void } = {}): WriteBackHandler {
+export function createProviderHandler(
+  providerURL: string,
+  options: { atStep?: (step: HandlerStep, send: number) => void; applyAfterMs?: (send: number) => number | undefined } = {},
+): WriteBackHandler {
   let sends = 0;
   const atStep = options.atStep ?? (() => {});
   return {
@@ -30,10 +36,13 @@ export function createProviderHandler(providerURL: string, options: { atStep?: (
       atStep('after-mark', send);
       let response: Response;
       let text: string;
+      const applyAfterMs = options.applyAfterMs?.(send);
+      // Once the request has had time to reach the provider (loopback), while its answer is not yet back.
+      const duringSend = setTimeout(() => atStep('during-send', send), 50);
       try {
         response = await fetch(`${providerURL}/items`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', ...(applyAfterMs !== undefined && { 'x-apply-after-ms': String(applyAfterMs) }) },
           // The deterministic event id goes with every attempt: a reconcile finds the write by it.
           body: JSON.stringify({ eventID: operation.deterministicEventID, operationID: operation.operationID, op: operation.op, model: operation.model, target: operation.target }),
           signal,
@@ -42,6 +51,8 @@ export function createProviderHandler(providerURL: string, options: { atStep?: (
       } catch (error) {
         // Sent, and no (whole) answer: it may have landed.
         return { kind: 'unknown', message: `no answer from the provider: ${(error as Error).message}` };
+      } finally {
+        clearTimeout(duringSend);
       }
       atStep('after-apply', send);
       if (response.ok) return committed(operation, JSON.parse(text) as { id: string; etag: string });

@@ -8,9 +8,10 @@
  * cannot know), or refuse a target for good (422).
  *
  *   POST /items   {eventID, operationID, op, model, target, payload} → 201 {id, etag}
+ *                 (header `x-apply-after-ms: n`: this request is applied n ms after it arrived)
  *   GET  /items?eventID=…                                           → 200 {id, etag} | 404
  *   GET  /stats                                                     → {applies, lookups, dropped, failed, stalled}
- *   POST /faults  {failRate?, stallRate?, stallMs?, dropRate?, rejectTargets?}
+ *   POST /faults  {failRate?, stallRate?, stallMs?, slowApplyRate?, slowApplyMs?, dropRate?, rejectTargets?}
  *
  * Run alone: `npx tsx examples/write-back-worker/provider.ts [port]`.
  */
@@ -25,6 +26,14 @@ export interface ProviderFaults {
   /** Apply, then answer only after `stallMs`. */
   stallRate: number;
   stallMs: number;
+  /**
+   * Take `slowApplyMs` before applying (issue 37): a provider still applying
+   * a request after its sender's lease lapsed (the sender aborting its
+   * request does not stop it). Only the send window keeps a takeover's
+   * reconcile from missing it.
+   */
+  slowApplyRate: number;
+  slowApplyMs: number;
   /** Apply, then cut the connection without answering. */
   dropRate: number;
   /** Targets refused for good: 422, nothing applied. */
@@ -41,6 +50,8 @@ export interface ProviderStats {
   failed: number;
   stalled: number;
   rejected: number;
+  /** Requests applied only after `slowApplyMs`. */
+  slowApplies: number;
 }
 
 /** A running fake provider. */
@@ -60,9 +71,9 @@ interface Item {
 
 /** Starts the provider on 127.0.0.1 (`port` 0: any free one). */
 export async function startFakeProvider(options: { port?: number; faults?: Partial<ProviderFaults> } = {}): Promise<FakeProvider> {
-  const faults: ProviderFaults = { failRate: 0, stallRate: 0, stallMs: 2_000, dropRate: 0, rejectTargets: [], ...options.faults };
+  const faults: ProviderFaults = { failRate: 0, stallRate: 0, stallMs: 2_000, slowApplyRate: 0, slowApplyMs: 2_000, dropRate: 0, rejectTargets: [], ...options.faults };
   const items = new Map<string, Item>();
-  const stats: ProviderStats = { applies: {}, lookups: 0, dropped: 0, failed: 0, stalled: 0, rejected: 0 };
+  const stats: ProviderStats = { applies: {}, lookups: 0, dropped: 0, failed: 0, stalled: 0, rejected: 0, slowApplies: 0 };
   let next = 0;
 
   const server: Server = createServer(async (request, response) => {
@@ -82,6 +93,13 @@ export async function startFakeProvider(options: { port?: number; faults?: Parti
         if (Math.random() < faults.failRate) {
           stats.failed++;
           return json(503, { error: 'provider busy' }, { 'retry-after': '0' });
+        }
+        const asked = Number(request.headers['x-apply-after-ms'] ?? 0);
+        const applyAfterMs = Number.isFinite(asked) && asked > 0 ? Math.min(asked, 60_000) : Math.random() < faults.slowApplyRate ? faults.slowApplyMs : 0;
+        if (applyAfterMs > 0) {
+          stats.slowApplies++;
+          // Applied even if the sender is gone by then: its aborting the request does not stop the provider.
+          await new Promise((resolve) => setTimeout(resolve, applyAfterMs));
         }
         // Applied: every request counts, duplicates included.
         const item: Item = { id: `item-${++next}`, etag: `"${next}"`, eventID: body.eventID };

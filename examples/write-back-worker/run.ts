@@ -34,7 +34,7 @@ export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did
  * GraphQL URL and a stop function. It logs at `info` (the listening line is
  * an info line); `env` goes on top.
  */
-export async function startServer(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+export async function startServer(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<{ url: string; pid: number; stop(): Promise<void>; kill(): Promise<void> }> {
   const child = spawn(process.execPath, [...nodeArgs, '--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', NODE_ENV: 'production', ...env, LOG_LEVEL: 'info' },
@@ -80,6 +80,12 @@ export async function startServer(env: Record<string, string>, nodeArgs: readonl
       child.kill('SIGTERM');
       await exited;
     },
+    /** SIGKILL: no drain, no goodbye (a crash). */
+    kill: async () => {
+      stopping = true;
+      child.kill('SIGKILL');
+      await exited;
+    },
   };
 }
 
@@ -103,13 +109,17 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       faults: { dropRate: number('DROP_RATE', 0.1), failRate: number('FAIL_RATE', 0.05) },
       rejectEvery: number('REJECT_EVERY', 25),
       ...(crash && { crashAtSend: [5, 20] as [number, number] }),
+      // LOSSY=1: the workers reach the server through the fault proxy (resets, answers lost after the commit, delays).
+      ...(process.env.LOSSY === '1' && { network: { resetBeforeRate: 0.04, dropAnswerRate: 0.08, delayRate: 0.05, delayMs: 300 } }),
       log: (line) => console.log(line),
     });
     console.log(JSON.stringify({ ...result, provider: { ...result.provider, applies: `${Object.keys(result.provider.applies).length} events` } }, null, 2));
-    const exactlyOnce = result.duplicates.length === 0 && result.committedNotApplied.length === 0 && result.appliedNotCommitted.length === 0;
+    const exactlyOnce = result.duplicates.length === 0 && result.committedNotApplied.length === 0 && result.appliedNotCommitted.length === 0 && (result.network?.replayMismatches.length ?? 0) === 0;
     console.log(
       `${result.states.COMMITTED ?? 0} committed, ${result.states.DEAD ?? 0} dead, ${exactlyOnce ? 'each applied exactly once' : 'NOT exactly once'}; ` +
-        `${result.provider.lookups} reconciles; ${result.perWorkerPerSecond.toFixed(1)} operations/s per worker`,
+        `${result.provider.lookups} reconciles, ${result.takeovers} takeovers` +
+        (result.network === undefined ? '' : `, ${result.network.lostAnswers} answers lost and ${result.network.resendsAfterLoss} resent`) +
+        `; ${result.perWorkerPerSecond.toFixed(1)} operations/s per worker`,
     );
     process.exitCode = exactlyOnce && !result.timedOut ? 0 : 1;
   } finally {

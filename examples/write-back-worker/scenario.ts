@@ -1,10 +1,13 @@
 /**
  * One run of the example: a fake provider, N write-back operations enqueued
  * on a running server, W worker processes (worker.ts) taking them, optionally
- * killed at every step of the protocol and behind a provider that drops
- * responses after applying. Waits until no operation is live, stops the
+ * killed at every step of the protocol, behind a provider that drops
+ * responses after applying or takes longer than the lease to apply, talking
+ * to the server through a lossy network (fault-proxy.ts), with the server
+ * SIGKILLed and started again. Waits until no operation is live, stops the
  * workers (SIGTERM: they drain), and checks what the provider applied against
- * what the server recorded. Used by `npm run example:worker` (run.ts), the
+ * what the server recorded, and each operation's attempt history against the
+ * attempts the workers really started (their event lines). Used by `npm run example:worker` (run.ts), the
  * fault test (test/e2e/write-back-workers.test.ts) and `npm run bench`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -17,6 +20,7 @@ import { storeClientFromKeyFile } from '../../client/key-file.js';
 import { ClaimOperationDocument, ReleaseOperationLeaseDocument, type ConnectorOperationState } from '../../client/generated/graphql.js';
 import type { StoreClient } from '../../client/runtime/index.js';
 import { startFakeProvider, type ProviderFaults, type ProviderStats } from './provider.js';
+import { startFaultProxy, type FaultProxy, type NetworkFaults, type NetworkStats } from './fault-proxy.js';
 import { parse } from 'graphql';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 
@@ -35,7 +39,7 @@ async function bundleWorker(): Promise<{ file: string; remove(): void }> {
 }
 
 /** The steps a worker may be killed at (worker.ts `CRASH_AT`). */
-export const CRASH_POINTS = ['before-mark', 'after-mark', 'after-apply'] as const;
+export const CRASH_POINTS = ['before-mark', 'after-mark', 'during-send', 'after-apply'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 
 /** Options of {@link runScenario}. */
@@ -66,6 +70,10 @@ export interface ScenarioOptions {
   killEveryMs?: number;
   /** Every n-th operation targets what the provider refuses for good (422 → DEAD with its message). Default: none. */
   rejectEvery?: number;
+  /** The workers reach the server through a lossy network (fault-proxy.ts): connections reset, answers lost after the commit, answers delayed. Default: directly. */
+  network?: Partial<NetworkFaults>;
+  /** Once, `atMs` after the workers started: `kill` SIGKILLs the server and starts it again on the same origin. */
+  serverKill?: { atMs: number; kill(): Promise<void> };
   /** Give up waiting after this long. Default: 120 s. */
   timeoutMs?: number;
   /** Progress lines. */
@@ -87,6 +95,22 @@ export interface ScenarioResult {
   crashes: Record<CrashPoint, number>;
   externalKills: number;
   provider: ProviderStats;
+  /** What the lossy network did, when there was one. */
+  network: NetworkStats | undefined;
+  serverKills: number;
+  /** From the workers' event lines: leases taken from a holder that was killed or lost it. */
+  takeovers: number;
+  /** Reconciles started (a marked send looked up at the provider). */
+  reconciles: number;
+  /** Holders told their lease was lost (a renewal refused, or it lapsed). */
+  leaseLost: number;
+  /** Requests the workers' clients sent again (a reset, a lost answer, a 5xx, a retryable refusal). */
+  clientRetries: number;
+  /** Attempts in the operations' histories, and 'started' events the workers logged. */
+  attemptsRecorded: number;
+  attemptsSeen: number;
+  /** Operations whose history has fewer attempts than were seen started, or more (only a killed worker can leave one unseen). */
+  attemptsMismatched: { operationID: string; recorded: number; seen: number }[];
   /** Summed from the workers that drained at the end (killed ones took theirs with them). */
   drainedCounters: Record<string, number>;
   /** From the first worker's start to the last operation finished. */
@@ -102,6 +126,7 @@ interface ScenarioOperation {
   state: ConnectorOperationState;
   lastError: string | null;
   attempts: number;
+  attemptHistory: { edges: { node: { kind: string } }[] };
 }
 
 interface OperationsPage {
@@ -110,9 +135,9 @@ interface OperationsPage {
 
 const OPERATIONS_PAGE = parse(`
   query ScenarioOperations($after: String, $connectorName: String!) {
-    operations(first: 100, after: $after, filter: { connectorName: $connectorName }) {
+    operations(first: 25, after: $after, filter: { connectorName: $connectorName }) {
       pageInfo { hasNextPage endCursor }
-      edges { node { operationID deterministicEventID state lastError attempts } }
+      edges { node { operationID deterministicEventID state lastError attempts attemptHistory(first: 40) { edges { node { kind } } } } }
     }
   }`) as TypedDocumentNode<OperationsPage, { after?: string | null; connectorName: string }>;
 
@@ -127,8 +152,13 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   const connector = options.connector ?? `example-${Date.now().toString(36)}`;
   const provider = await startFakeProvider({ faults: { ...options.faults, rejectTargets: ['rejected'] } });
   const client = await storeClientFromKeyFile(options.keyFile, { url: options.storeURL, audience: options.audience });
-  const crashes: Record<CrashPoint, number> = { 'before-mark': 0, 'after-mark': 0, 'after-apply': 0 };
+  const crashes: Record<CrashPoint, number> = { 'before-mark': 0, 'after-mark': 0, 'during-send': 0, 'after-apply': 0 };
   const children = new Set<ChildProcess>();
+  const events = new WorkerEvents();
+  let proxy: FaultProxy | undefined;
+  let serverKills = 0;
+  let serverKillTimer: ReturnType<typeof setTimeout> | undefined;
+  let serverKilled: Promise<void> | undefined;
   const drained: Record<string, number>[] = [];
   let externalKills = 0;
   let stopping = false;
@@ -138,6 +168,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   try {
     await enqueueOperations(client, connector, options);
     log(`enqueued ${options.operations} operations for connector ${connector}`);
+    if (options.network !== undefined) proxy = await startFaultProxy(new URL(options.storeURL).origin, options.network);
+    const workerStoreURL = proxy === undefined ? options.storeURL : `${proxy.url}${new URL(options.storeURL).pathname}`;
 
     const spawnWorker = () => {
       const point = CRASH_POINTS[incarnation % CRASH_POINTS.length]!;
@@ -149,7 +181,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         env: {
           PATH: process.env.PATH ?? '',
           HOME: process.env.HOME ?? '',
-          STORE_URL: options.storeURL,
+          STORE_URL: workerStoreURL,
+          LOG_EVENTS: '1',
           KEY_FILE: options.keyFile,
           AUDIENCE: options.audience,
           PROVIDER_URL: provider.url,
@@ -164,15 +197,21 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       });
       children.add(child);
       let out = '';
+      let partial = '';
+      const pid = child.pid ?? -incarnation;
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
       child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-        for (const line of chunk.split('\n')) {
+        const lines = (partial + chunk).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
           const crash = /"crash":"([a-z-]+)"/.exec(line)?.[1] as CrashPoint | undefined;
           if (crash !== undefined) crashes[crash]++;
+          events.read(pid, line);
         }
       });
       child.once('exit', (_code, signal) => {
         children.delete(child);
+        events.read(pid, partial);
         const counters = /\{"counters":(\{[^}]*\})\}/.exec(out)?.[1];
         if (counters !== undefined) drained.push(JSON.parse(counters) as Record<string, number>);
         if (!stopping) {
@@ -191,14 +230,23 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         if (victim !== undefined && victim.kill('SIGKILL')) externalKills++;
       }, options.killEveryMs);
     }
+    const serverKill = options.serverKill;
+    if (serverKill !== undefined) {
+      serverKillTimer = setTimeout(() => {
+        log('SIGKILL of the server, and a new one on the same origin');
+        serverKills++;
+        serverKilled = serverKill.kill();
+      }, serverKill.atMs);
+    }
 
     const deadline = started + (options.timeoutMs ?? 120_000);
     let timedOut = false;
     let polls = 0;
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, 250));
+      if (serverKilled !== undefined) await serverKilled;
       const live = (await client.request(LIVE_COUNT, { connectorName: connector })).operationCounts[0]?.count ?? 0;
-      if (live === 0) break;
+      if (live === 0 && (serverKill === undefined || serverKills > 0)) break;
       if (++polls % 8 === 0) log(`${((Date.now() - started) / 1000).toFixed(0)} s: ${live} live`);
       if (Date.now() > deadline) {
         timedOut = true;
@@ -207,6 +255,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     }
     const elapsedMs = Date.now() - started;
     clearInterval(killTimer);
+    clearTimeout(serverKillTimer);
     stopping = true;
     await stopWorkers(children);
 
@@ -218,6 +267,11 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     const finished = (states.COMMITTED ?? 0) + (states.DEAD ?? 0);
     const drainedCounters: Record<string, number> = {};
     for (const counters of drained) for (const [name, value] of Object.entries(counters)) drainedCounters[name] = (drainedCounters[name] ?? 0) + value;
+    const attempts = operations.map((operation) => ({
+      operationID: operation.operationID,
+      recorded: operation.attemptHistory.edges.filter((edge) => edge.node.kind === 'ATTEMPT').length,
+      seen: events.started.get(operation.operationID) ?? 0,
+    }));
     return {
       operations: operations.length,
       states,
@@ -229,6 +283,15 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       appliedNotCommitted: Object.keys(stats.applies).filter((eventID) => byEvent.get(eventID)?.state !== 'COMMITTED'),
       crashes,
       externalKills,
+      network: proxy?.stats(),
+      serverKills,
+      takeovers: events.takeovers(),
+      reconciles: events.count('reconciling'),
+      leaseLost: events.count('lease-lost'),
+      clientRetries: events.retries,
+      attemptsRecorded: attempts.reduce((sum, a) => sum + a.recorded, 0),
+      attemptsSeen: attempts.reduce((sum, a) => sum + a.seen, 0),
+      attemptsMismatched: attempts.filter((a) => a.recorded !== a.seen),
       provider: stats,
       drainedCounters,
       elapsedMs,
@@ -237,11 +300,69 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     };
   } finally {
     clearInterval(killTimer);
+    clearTimeout(serverKillTimer);
     stopping = true;
     await stopWorkers(children);
     client.dispose();
+    await proxy?.close();
     await provider.close();
     bundle.remove();
+  }
+}
+
+/** A run of a worker process holding one operation: from its 'claimed'/'acquired' line to how it let go (none: the process died holding it). */
+interface Holding {
+  pid: number;
+  end: string | undefined;
+}
+
+/** What the workers' event lines (worker.ts LOG_EVENTS) tell, across every process. */
+class WorkerEvents {
+  readonly started = new Map<string, number>();
+  retries = 0;
+  private readonly counts = new Map<string, number>();
+  /** Per operation, each holder in the order their leases were taken. */
+  private readonly holdings = new Map<string, Holding[]>();
+  /** Per process and operation, the holding it is in. */
+  private readonly open = new Map<string, Holding>();
+
+  read(pid: number, line: string): void {
+    if (!line.startsWith('{')) return;
+    let record: { event?: string; operationID?: string; retry?: string };
+    try {
+      record = JSON.parse(line) as typeof record;
+    } catch {
+      return;
+    }
+    if (record.retry !== undefined) this.retries++;
+    const { event, operationID } = record;
+    if (event === undefined || operationID === undefined) return;
+    this.counts.set(event, (this.counts.get(event) ?? 0) + 1);
+    const slot = `${pid} ${operationID}`;
+    if (event === 'claimed' || event === 'acquired') {
+      const holding: Holding = { pid, end: undefined };
+      this.open.set(slot, holding);
+      const list = this.holdings.get(operationID) ?? [];
+      list.push(holding);
+      this.holdings.set(operationID, list);
+    } else if (event === 'started') {
+      this.started.set(operationID, (this.started.get(operationID) ?? 0) + 1);
+    } else if (event === 'released' || event === 'finalized' || event === 'recorded' || event === 'lease-lost') {
+      const holding = this.open.get(slot);
+      if (holding !== undefined) holding.end = event;
+      this.open.delete(slot);
+    }
+  }
+
+  count(event: string): number {
+    return this.counts.get(event) ?? 0;
+  }
+
+  /** Leases taken after a holder that died holding the operation or lost its lease. */
+  takeovers(): number {
+    let taken = 0;
+    for (const list of this.holdings.values()) for (let i = 0; i + 1 < list.length; i++) if (list[i]!.end === undefined || list[i]!.end === 'lease-lost') taken++;
+    return taken;
   }
 }
 

@@ -17,6 +17,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -266,29 +267,7 @@ describe('the client package (npm pack, installed outside the repository)', () =
     const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes("from 'connector-store-client/runtime'"));
     expect(recipe).toBeDefined();
 
-    // A stand-in provider: POST /events applies an event once per idempotency key; GET /events/:id finds one.
-    const events = new Map<string, { id: string }>([['event-readme-landed', { id: 'src-landed' }]]);
-    const requests: string[] = [];
-    const provider: Server = createServer((request, response) => {
-      const key = request.headers['idempotency-key'];
-      requests.push(`${request.method} ${request.url}${typeof key === 'string' ? ` ${key}` : ''}`);
-      request.resume();
-      request.on('end', () => {
-        const found = request.url?.startsWith('/events/') === true ? events.get(decodeURIComponent(request.url.slice('/events/'.length))) : undefined;
-        if (request.method === 'POST' && request.url === '/events' && typeof key === 'string') {
-          const event = events.get(key) ?? { id: `src-${events.size + 1}` };
-          events.set(key, event);
-          response.writeHead(201, { 'content-type': 'application/json', etag: '"1"' }).end(JSON.stringify(event));
-        } else if (request.method === 'GET' && found !== undefined) {
-          response.writeHead(200, { 'content-type': 'application/json', etag: '"found"' }).end(JSON.stringify(found));
-        } else {
-          response.writeHead(404).end();
-        }
-      });
-    });
-    provider.listen(0, '127.0.0.1');
-    await once(provider, 'listening');
-    const providerOrigin = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+    const { provider, requests, origin: providerOrigin } = await startStandInProvider([['event-readme-landed', { id: 'src-landed' }]]);
 
     const url = `${started!.server.origin}/graphql`;
     expect(recipe).toContain("const STORE = 'http://127.0.0.1:4000/graphql';");
@@ -336,6 +315,53 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(sent).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-sent', resultEntity: { id: 'src-2' }, attempts: 1, leaseExpiresAt: null });
     expect(landed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-landed', resultEntity: { id: 'src-landed' }, providerEtag: '"found"', attempts: 1 });
   });
+
+  it('the worker of docs/worker.md runs as it is written: commits a due operation, drains on SIGTERM', async () => {
+    const snippet = docsWorker();
+    expect(snippet).toContain("url: 'http://127.0.0.1:4000/graphql', audience: 'connector-store'");
+    const { provider, requests, origin: providerOrigin } = await startStandInProvider([]);
+    const url = `${started!.server.origin}/graphql`;
+    const script = snippet
+      .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(url))
+      .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
+      .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
+    await writeFile(join(project, 'docs-worker.mjs'), script);
+    const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
+    const input = claimInput({ operationID: 'op-docs-worker', connectorName: 'acme-crm', model: 'contact', deterministicEventID: 'event-docs-worker' }) as ClaimOperationInput;
+    const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sent here')), reconcile: () => Promise.reject(new Error('not reconciled here')) };
+    expect((await writeBack(store, input, unused, { signal: AbortSignal.abort() })).status).toBe('released');
+
+    const worker = spawn(process.execPath, ['docs-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const deadline = Date.now() + 20_000;
+      let state: string | undefined;
+      while (Date.now() < deadline && state !== 'COMMITTED') {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        state = (await store.request(OperationByKeyDocument, { operationID: 'op-docs-worker' })).operationByKey?.state;
+      }
+      expect(state).toBe('COMMITTED');
+      worker.kill('SIGTERM');
+      const [code] = (await once(worker, 'exit')) as [number | null];
+      expect(code).toBe(0);
+    } finally {
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+      provider.close();
+      store.dispose();
+    }
+    expect(requests).toEqual(['POST /events event-docs-worker']);
+    const committed = (await store.request(OperationByKeyDocument, { operationID: 'op-docs-worker' })).operationByKey;
+    expect(committed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-docs-worker', attempts: 1 });
+  });
+
+  it('the worker recipes of client/README.md and docs/worker.md type-check as TypeScript under --strict, as they are written', async () => {
+    const readme = await readFile(join(CLIENT, 'README.md'), 'utf8');
+    const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes("from 'connector-store-client/runtime'"));
+    expect(recipe).toBeDefined();
+    const files = [join(project, 'readme-recipe.ts'), join(project, 'docs-worker.ts')];
+    await writeFile(files[0]!, recipe!);
+    await writeFile(files[1]!, docsWorker());
+    for (const file of files) expect(typeErrors(file)).toEqual([]);
+  }, 30_000);
 
   it('bundles for the browser with no Node built-in (and tree-shakes the documents it does not use)', async () => {
     const bundle = await browserBundle(
@@ -403,17 +429,57 @@ describe('the client package (npm pack, installed outside the repository)', () =
         "export const noSource: WriteBackHandler = { send: async () => ({ kind: 'committed', documentID: 'd' }), reconcile: async () => ({ kind: 'not-landed' }) };",
       ].join('\n'),
     );
-    const program = ts.createProgram([file], {
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      // A browser-flavoured consumer: the DOM library, no Node types.
-      lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
-      types: [],
-      strict: true,
-      noEmit: true,
-    });
-    const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
-    expect(errors).toEqual([]);
+    expect(typeErrors(file)).toEqual([]);
   }, 30_000);
 });
+
+/** What `tsc --strict` says of `file` as a browser-flavoured consumer (the DOM library, no Node types), against the installed package. */
+function typeErrors(file: string): string[] {
+  const program = ts.createProgram([file], {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
+    types: [],
+    strict: true,
+    noEmit: true,
+  });
+  return ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+}
+
+/** The worker of docs/worker.md ("A worker in twenty lines"), as it is written. */
+function docsWorker(): string {
+  const docs = readFileSync(join(ROOT, 'docs/worker.md'), 'utf8');
+  const snippet = [...docs.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs'));
+  if (snippet === undefined) throw new Error('docs/worker.md has no worker.mjs snippet');
+  return snippet;
+}
+
+/**
+ * The provider both recipes talk to, standing in for a real one: POST /events applies an
+ * event once per idempotency key; GET /events/:id finds one. Records each request it got.
+ */
+async function startStandInProvider(known: [string, { id: string }][]): Promise<{ provider: Server; requests: string[]; origin: string }> {
+  const events = new Map<string, { id: string }>(known);
+  const requests: string[] = [];
+  const provider: Server = createServer((request, response) => {
+    const key = request.headers['idempotency-key'];
+    requests.push(`${request.method} ${request.url}${typeof key === 'string' ? ` ${key}` : ''}`);
+    request.resume();
+    request.on('end', () => {
+      const found = request.url?.startsWith('/events/') === true ? events.get(decodeURIComponent(request.url.slice('/events/'.length))) : undefined;
+      if (request.method === 'POST' && request.url === '/events' && typeof key === 'string') {
+        const event = events.get(key) ?? { id: `src-${events.size + 1}` };
+        events.set(key, event);
+        response.writeHead(201, { 'content-type': 'application/json', etag: '"1"' }).end(JSON.stringify(event));
+      } else if (request.method === 'GET' && found !== undefined) {
+        response.writeHead(200, { 'content-type': 'application/json', etag: '"found"' }).end(JSON.stringify(found));
+      } else {
+        response.writeHead(404).end();
+      }
+    });
+  });
+  provider.listen(0, '127.0.0.1');
+  await once(provider, 'listening');
+  return { provider, requests, origin: `http://127.0.0.1:${(provider.address() as AddressInfo).port}` };
+}
