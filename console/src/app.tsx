@@ -9,7 +9,7 @@ import { createConsoleClient } from './graphql';
 import { Link, navigate, useRoute } from './router';
 import { clearStoredSession, developmentToken, restoreSession, sessionFromToken, type Session, type Viewer } from './session';
 import { SignIn } from './sign-in';
-import type { LiveStatus, LiveStream } from './stream';
+import { POLL_REFUSED_MS, type LiveStream, type PageStatus } from './stream';
 import { DID, ErrorState, Loading } from './ui';
 import { OperationDetail } from './views/operation-detail';
 import { Operations } from './views/operations';
@@ -76,13 +76,27 @@ function SignedIn({ session, onSignOut }: { session: Session; onSignOut: (why: s
   );
 }
 
-const STATUS_TEXT: Record<LiveStatus, [label: string, title: string]> = {
+const STATUS_TEXT: Record<PageStatus, [label: string, title: string]> = {
   live: ['Live', 'Connected: changes show as they happen'],
+  connecting: ['Connecting…', 'Waiting for the server to accept this page’s live updates'],
+  limited: ['Refreshing', 'The server refused some live updates of this page (see the notice); the page re-reads every few seconds instead'],
   reconnecting: ['Reconnecting…', 'The connection to the server broke; trying again'],
   offline: ['Offline · retrying', 'The server does not answer; the page tries again every few seconds and re-reads when it is back'],
 };
 
-/** Whether the page is live, reconnecting or offline (stream.ts decides; no click needed to come back). */
+/** Why the server refused some of this page's live updates, and what the page does instead; nothing while none is refused. */
+function RefusalNotice({ stream }: { stream: LiveStream }) {
+  const refusals = useSyncExternalStore(stream.onStatus, stream.refusals);
+  if (refusals.length === 0) return null;
+  return (
+    <div className="notice warn" role="status" data-testid="live-refused">
+      Live updates are off for part of this page: {refusals.join('; ')}. The page re-reads every {POLL_REFUSED_MS / 1000} s instead and tries live updates again
+      every 30 s.
+    </div>
+  );
+}
+
+/** Whether the page is live, connecting, limited, reconnecting or offline (stream.ts decides; no click needed to come back). */
 function LiveStatusBadge({ stream }: { stream: LiveStream }) {
   const status = useSyncExternalStore(stream.onStatus, stream.status);
   const [label, title] = STATUS_TEXT[status];
@@ -149,6 +163,7 @@ function Layout({ session, stream, onSignOut }: { session: Session; stream: Live
         </div>
       </header>
       <main className="main">
+        <RefusalNotice stream={stream} />
         {error !== undefined && <ErrorState error={error} />}
         <View route={route} viewer={viewer} />
       </main>

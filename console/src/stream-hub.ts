@@ -1,25 +1,40 @@
 /**
  * The console's event streams, held for every tab of this server at once
- * (issue 22). Tabs talk to the hub over a MessagePort: the hub runs in a
- * SharedWorker (stream-worker.ts), or, where a browser has none, inside the
+ * (issues 22 and 38). Tabs talk to the hub over a MessagePort: the hub runs in
+ * a SharedWorker (stream-worker.ts), or, where a browser has none, inside the
  * tab itself over a MessageChannel (stream.ts), with the same code.
  *
- * One graphql-sse client in single-connection mode per identity (the
- * tokens' DID): every subscription of every tab signed in as that identity
- * rides one `/graphql/stream`, so twelve tabs hold one HTTP connection, not
- * twelve of the browser's six. Tabs signed in as different identities get
- * one stream each (the server authenticates a stream once, when it is
- * reserved). The stream opens with the first subscription and closes with
- * the last (graphql-sse's lazy mode), so a tab that leaves (it says `bye` on
- * `pagehide`, or stops answering pings) takes its subscriptions with it.
+ * One stream per identity (the tokens' DID): a graphql-sse client in
+ * single-connection mode over `/graphql/stream`, so twelve tabs hold one HTTP
+ * connection, not twelve of the browser's six. Tabs signed in as different
+ * identities get one stream each (the server authenticates a stream once,
+ * when it is reserved). Identical subscriptions of several tabs (the same
+ * document and variables) are **one** subscription on the server, its events
+ * fanned out here; it ends when its last tab leaves. The stream opens with
+ * the first subscription and closes with the last (graphql-sse's lazy mode).
  *
- * The hub reconnects for ever, with backoff capped at a few seconds, and
- * tells the tabs of an identity how their stream is (`live`, `reconnecting`,
- * `offline` after a few failed attempts) and when it came back (`resumed`:
- * events may have been missed, re-read). A refused token (401) is final: the
- * tabs hear `unauthorized` with the server's message and the stream stops.
+ * **The hub owns the reconnect loop**, not graphql-sse (its clients here never
+ * retry): when any subscription of a stream fails on the network (the server
+ * restarted and forgot the stream, a dropped connection, a 5xx or 429), the
+ * whole client is disposed, which ends its connection and every request it
+ * has in flight, and after a backoff with jitter (or the server's
+ * `Retry-After`) a new client re-subscribes every subscription of every tab
+ * over one new stream. graphql-sse's own retries in lazy single-connection
+ * mode let each failing subscription drop the shared connection, so N
+ * retrying subscriptions opened N streams and orphaned the old ones, until a
+ * restarted server left a browser holding all six of its connections.
+ *
+ * Each subscription is acknowledged to its tabs (`ack`) once the server
+ * accepted it (its POST answered 202); one the server refuses (a cap reached,
+ * a document that is not persisted: a GraphQL error) is reported (`failed`,
+ * with the server's message) and asked again every {@link RETRY_REFUSED_MS},
+ * while its tabs refresh by polling. Stream states go to the tabs of its
+ * identity (`live`, `reconnecting`, `offline` after a few failed attempts),
+ * and `resumed` when it came back (events may have been missed: re-read). A
+ * refused token (401) is final: the tabs hear `unauthorized` with the
+ * server's message and the stream stops.
  */
-import { createClient, type Client } from 'graphql-sse';
+import { createClient, NetworkError, type Client } from 'graphql-sse';
 
 /** How a stream is: connected, trying again after a break, or failing for a while (still trying). */
 export type LiveStatus = 'live' | 'reconnecting' | 'offline';
@@ -43,6 +58,8 @@ export type FromTab =
 /** Messages from the hub to a tab. */
 export type ToTab =
   | { t: 'next'; id: string; value: unknown }
+  | { t: 'ack'; id: string }
+  | { t: 'failed'; id: string; message: string }
   | { t: 'error'; id: string; message: string }
   | { t: 'complete'; id: string }
   | { t: 'status'; status: LiveStatus }
@@ -64,6 +81,10 @@ const DROP_AFTER_MS = 10_000;
 const OFFLINE_AFTER_FAILURES = 3;
 /** How long the hub waits for a tab to hand it a fresh token before it uses the last one it has. */
 const TOKEN_WAIT_MS = 3_000;
+/** How long a subscription the server refused waits before it is asked again (its tabs poll meanwhile). */
+export const RETRY_REFUSED_MS = 30_000;
+/** The longest wait before a reconnect, whatever `Retry-After` says. */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /** Backoff before the `retries`-th attempt: 0.5 s doubling, capped at 3 s, with jitter (so restarted servers are not hit by every console at once). */
 export function retryDelayMs(retries: number): number {
@@ -74,16 +95,37 @@ interface Tab {
   port: MessagePort;
   identity: string | null;
   lastSeen: number;
-  /** Subscription id → graphql-sse's dispose. */
-  subscriptions: Map<string, () => void>;
+  /** The tab's subscription ids → the shared subscription each is one of. */
+  subscriptions: Map<string, Shared>;
+}
+
+/** One subscription on the server, shared by every tab that asked for the same request. */
+interface Shared {
+  key: string;
+  request: StreamRequest;
+  /** The tabs that hold it, each under its own ids. */
+  holders: Map<Tab, Set<string>>;
+  state: 'pending' | 'acknowledged' | 'refused';
+  /** Why the server refused it, while it is refused. */
+  refusal: string | null;
+  /** graphql-sse's id of its current POST. */
+  operationId: string | undefined;
+  /** Stops it on the server (graphql-sse's dispose, once its POST settled). */
+  stop: (() => void) | null;
+  retryTimer: ReturnType<typeof setTimeout> | null;
 }
 
 interface Stream {
-  client: Client<true>;
+  identity: string;
+  client: Client<true> | null;
+  /** Bumped whenever the client is replaced: callbacks of an older client are ignored. */
+  generation: number;
   tabs: Set<Tab>;
+  shared: Map<string, Shared>;
   token: string;
   status: LiveStatus;
   failures: number;
+  reconnectTimer: ReturnType<typeof setTimeout> | null;
   /** Set once the stream has been connected: a later connection is a resume. */
   everConnected: boolean;
   refused: boolean;
@@ -103,6 +145,8 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
    * stopped only once its POST has settled: then graphql-sse sends its DELETE.
    */
   const postsInFlight = new Map<string, Promise<void>>();
+  /** The subscription whose POST carries each operation id (for its acknowledgement). */
+  const byOperationId = new Map<string, Shared>();
   /** Told the id graphql-sse gives the operation being subscribed (it names it synchronously, in `subscribe`). */
   let naming: ((id: string) => void) | null = null;
   const tokenWaiters = new Map<number, (token: string) => void>();
@@ -116,6 +160,10 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
   };
   const tell = (stream: Stream, message: ToTab) => {
     for (const tab of stream.tabs) send(tab, message);
+  };
+  /** Tells every holder of `shared`, under each of its ids. */
+  const tellHolders = (shared: Shared, message: (id: string) => ToTab) => {
+    for (const [tab, ids] of shared.holders) for (const id of ids) send(tab, message(id));
   };
   const setStatus = (stream: Stream, status: LiveStatus) => {
     if (stream.status === status) return;
@@ -143,9 +191,10 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     return token;
   };
 
-  const openStream = (identity: string, token: string): Stream => {
-    const stream: Stream = { tabs: new Set(), token, status: 'live', failures: 0, everConnected: false, refused: false } as Stream;
-    stream.client = createClient({
+  /** A graphql-sse client for `stream`: one lazy connection, no retries of its own (the hub reconnects). */
+  const newClient = (stream: Stream): Client<true> => {
+    const generation = stream.generation;
+    return createClient({
       url: `${origin}/graphql/stream`,
       generateID: () => {
         // Not crypto.randomUUID: it exists only in secure contexts, and a console may be served over plain HTTP.
@@ -155,15 +204,11 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
       },
       singleConnection: true,
       lazy: true,
+      retryAttempts: 0,
       headers: async () => ({ authorization: `Bearer ${await freshToken(stream)}` }),
-      retryAttempts: Number.MAX_SAFE_INTEGER,
-      retry: async (retries) => {
-        stream.failures = retries + 1;
-        setStatus(stream, stream.failures >= OFFLINE_AFTER_FAILURES ? 'offline' : 'reconnecting');
-        await new Promise((resolve) => setTimeout(resolve, retryDelayMs(retries)));
-      },
       on: {
         connected: () => {
+          if (generation !== stream.generation) return;
           const resumed = stream.everConnected || stream.failures > 0;
           stream.everConnected = true;
           stream.failures = 0;
@@ -184,26 +229,179 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
             settled();
           }
         }
+        if (operationId !== undefined && response.status === 202) {
+          const shared = byOperationId.get(operationId);
+          if (shared !== undefined && shared.operationId === operationId && shared.state === 'pending' && generation === stream.generation) {
+            shared.state = 'acknowledged';
+            tellHolders(shared, (id) => ({ t: 'ack', id }));
+          }
+        }
         if (response.status === 401 && !stream.refused) {
           stream.refused = true;
           tell(stream, { t: 'unauthorized', message: await refusalMessage(response) });
           // Final: nothing retries a refused token. The tabs sign out; their subscriptions end with the client.
           queueMicrotask(() => {
-            stream.client.dispose();
-            streams.delete(identity);
+            if (stream.reconnectTimer !== null) clearTimeout(stream.reconnectTimer);
+            stream.generation++;
+            stream.client?.dispose();
+            stream.client = null;
+            if (streams.get(stream.identity) === stream) streams.delete(stream.identity);
           });
         }
         return response;
       },
     });
+  };
+
+  /** Starts `shared` on the stream's current client (making one if needed). */
+  const start = (stream: Stream, shared: Shared) => {
+    if (stream.refused || stream.reconnectTimer !== null) return;
+    stream.client ??= newClient(stream);
+    const generation = stream.generation;
+    shared.state = 'pending';
+    shared.operationId = undefined;
+    naming = (id) => {
+      shared.operationId = id;
+      byOperationId.set(id, shared);
+    };
+    const stop = stream.client.subscribe(shared.request, {
+      next: (value) => {
+        if (generation !== stream.generation || stream.shared.get(shared.key) !== shared) return;
+        const refusal = refusalOf(value);
+        if (refusal !== null) return refuse(stream, shared, refusal);
+        tellHolders(shared, (id) => ({ t: 'next', id, value }));
+      },
+      error: (error) => {
+        if (generation !== stream.generation || stream.shared.get(shared.key) !== shared) return;
+        const response = error instanceof NetworkError ? error.response : undefined;
+        const status = response?.status;
+        // Refused on its own (its POST answered 4xx, not for the stream's sake): the others go on, over a new client
+        // (graphql-sse dropped the connection it had on this error).
+        if (status !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 404 && status !== 408 && status !== 429) {
+          shared.state = 'refused';
+          reconnect(stream, 0);
+          void refusalMessage(response!).then((message) => refuse(stream, shared, message));
+          return;
+        }
+        reconnect(stream, retryAfterOf(error) ?? retryDelayMs(stream.failures));
+      },
+      complete: () => {
+        if (generation !== stream.generation || stream.shared.get(shared.key) !== shared || shared.state === 'refused') return;
+        // Ended by the server: its tabs hear it, and it is forgotten.
+        end(stream, shared);
+        tellHolders(shared, (id) => ({ t: 'complete', id }));
+        for (const [tab, ids] of shared.holders) for (const id of ids) tab.subscriptions.delete(id);
+      },
+    });
+    naming = null;
+    shared.stop = () => {
+      const posting = shared.operationId === undefined ? undefined : postsInFlight.get(shared.operationId);
+      if (posting === undefined) stop();
+      // A task later, so graphql-sse has taken the answer in and knows to send the DELETE.
+      else void posting.then(() => setTimeout(stop, 0));
+    };
+  };
+
+  /** The server refused `shared`: its tabs hear why and poll; it is asked again later. */
+  const refuse = (stream: Stream, shared: Shared, message: string) => {
+    if (stream.shared.get(shared.key) !== shared || shared.retryTimer !== null) return;
+    shared.stop?.();
+    shared.stop = null;
+    shared.state = 'refused';
+    shared.refusal = message;
+    tellHolders(shared, (id) => ({ t: 'failed', id, message }));
+    if (shared.retryTimer !== null) clearTimeout(shared.retryTimer);
+    shared.retryTimer = setTimeout(() => {
+      shared.retryTimer = null;
+      if (stream.shared.get(shared.key) === shared && shared.state === 'refused') start(stream, shared);
+    }, RETRY_REFUSED_MS);
+  };
+
+  /** Forgets `shared` and stops it on the server. */
+  const end = (stream: Stream, shared: Shared) => {
+    if (stream.shared.get(shared.key) === shared) stream.shared.delete(shared.key);
+    if (shared.retryTimer !== null) clearTimeout(shared.retryTimer);
+    if (shared.operationId !== undefined) byOperationId.delete(shared.operationId);
+    shared.stop?.();
+    shared.stop = null;
+  };
+
+  /**
+   * The stream broke (or must be rebuilt): its client is disposed at once,
+   * which ends its connection and requests, and after `delayMs` a new one
+   * re-subscribes everything. One loop per stream: a break while one is
+   * waiting changes nothing.
+   */
+  const reconnect = (stream: Stream, delayMs: number) => {
+    if (stream.refused || stream.reconnectTimer !== null) return;
+    stream.generation++;
+    stream.client?.dispose();
+    stream.client = null;
+    for (const shared of stream.shared.values()) {
+      if (shared.operationId !== undefined) byOperationId.delete(shared.operationId);
+      shared.stop = null;
+      if (shared.state === 'acknowledged') shared.state = 'pending';
+    }
+    if (delayMs > 0) {
+      stream.failures++;
+      setStatus(stream, stream.failures >= OFFLINE_AFTER_FAILURES ? 'offline' : 'reconnecting');
+    }
+    stream.reconnectTimer = setTimeout(() => {
+      stream.reconnectTimer = null;
+      for (const shared of stream.shared.values()) if (shared.state !== 'refused') start(stream, shared);
+    }, delayMs);
+  };
+
+  const openStream = (identity: string, token: string): Stream => {
+    const stream: Stream = {
+      identity,
+      client: null,
+      generation: 0,
+      tabs: new Set(),
+      shared: new Map(),
+      token,
+      status: 'live',
+      failures: 0,
+      reconnectTimer: null,
+      everConnected: false,
+      refused: false,
+    };
     streams.set(identity, stream);
     return stream;
   };
 
+  /** Adds `id` of `tab` as a holder of the stream's subscription to `request`, starting that on first use. */
+  const subscribe = (stream: Stream, tab: Tab, id: string, request: StreamRequest) => {
+    const key = JSON.stringify([request.query, request.variables ?? null, request.operationName ?? null]);
+    let shared = stream.shared.get(key);
+    const fresh = shared === undefined;
+    shared ??= { key, request, holders: new Map(), state: 'pending', refusal: null, operationId: undefined, stop: null, retryTimer: null };
+    const ids = shared.holders.get(tab) ?? new Set<string>();
+    ids.add(id);
+    shared.holders.set(tab, ids);
+    tab.subscriptions.set(id, shared);
+    if (fresh) {
+      stream.shared.set(key, shared);
+      start(stream, shared);
+    } else if (shared.state === 'acknowledged') send(tab, { t: 'ack', id });
+    else if (shared.state === 'refused') send(tab, { t: 'failed', id, message: shared.refusal ?? 'refused' });
+  };
+
+  /** Removes `id` of `tab` from its subscription; the last holder's leaving ends it on the server. */
+  const unsubscribe = (tab: Tab, id: string) => {
+    const shared = tab.subscriptions.get(id);
+    if (shared === undefined) return;
+    tab.subscriptions.delete(id);
+    const ids = shared.holders.get(tab);
+    ids?.delete(id);
+    if (ids?.size === 0) shared.holders.delete(tab);
+    const stream = tab.identity === null ? undefined : streams.get(tab.identity);
+    if (shared.holders.size === 0 && stream !== undefined) end(stream, shared);
+  };
+
   const leave = (tab: Tab) => {
     if (!tabs.delete(tab)) return;
-    for (const dispose of tab.subscriptions.values()) dispose();
-    tab.subscriptions.clear();
+    for (const id of [...tab.subscriptions.keys()]) unsubscribe(tab, id);
     if (tab.identity !== null) streams.get(tab.identity)?.tabs.delete(tab);
     try {
       tab.port.close();
@@ -246,33 +444,12 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
               send(tab, { t: 'error', id: message.id, message: 'say hello first' });
               return;
             }
-            tab.subscriptions.get(message.id)?.();
-            let operationId: string | undefined;
-            naming = (id) => (operationId = id);
-            const stop = stream.client.subscribe(message.request, {
-              next: (value) => send(tab, { t: 'next', id: message.id, value }),
-              error: (error) => {
-                tab.subscriptions.delete(message.id);
-                send(tab, { t: 'error', id: message.id, message: error instanceof Error ? error.message : String(error) });
-              },
-              complete: () => {
-                tab.subscriptions.delete(message.id);
-                send(tab, { t: 'complete', id: message.id });
-              },
-            });
-            naming = null;
-            const dispose = () => {
-              const posting = operationId === undefined ? undefined : postsInFlight.get(operationId);
-              if (posting === undefined) stop();
-              // A task later, so graphql-sse has taken the answer in and knows to send the DELETE.
-              else void posting.then(() => setTimeout(stop, 0));
-            };
-            tab.subscriptions.set(message.id, dispose);
+            unsubscribe(tab, message.id);
+            subscribe(stream, tab, message.id, message.request);
             return;
           }
           case 'unsubscribe':
-            tab.subscriptions.get(message.id)?.();
-            tab.subscriptions.delete(message.id);
+            unsubscribe(tab, message.id);
             return;
           case 'token':
             tokenWaiters.get(message.request)?.(message.token);
@@ -290,6 +467,22 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
       port.start();
     },
   };
+}
+
+/** A result that is a refusal: errors and no data (a cap reached, a document not allowed), as the server's message. */
+function refusalOf(value: unknown): string | null {
+  const result = value as { data?: unknown; errors?: { message?: string }[] } | null;
+  if (result === null || typeof result !== 'object' || result.data != null || !Array.isArray(result.errors) || result.errors.length === 0) return null;
+  return result.errors.map((error) => error.message ?? 'refused').join('; ');
+}
+
+/** The server's `Retry-After` on a refused stream or request (seconds or an HTTP date), in ms. */
+function retryAfterOf(error: unknown): number | undefined {
+  const value = error instanceof NetworkError ? error.response?.headers.get('retry-after') : null;
+  if (value === null || value === undefined || value.trim() === '') return undefined;
+  const seconds = Number(value);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(value) - Date.now();
+  return Number.isNaN(ms) ? undefined : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, ms) * (1 + Math.random() / 4));
 }
 
 /** The operation id graphql-sse put in an operation's POST body. */

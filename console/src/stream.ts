@@ -19,14 +19,22 @@
  * went by while it slept. A frozen page (`freeze` / `resume`) does the same.
  *
  * The page's live status combines the stream's (live / reconnecting /
- * offline, from the hub) with its queries': a query that cannot reach the
- * server marks the page offline until `/readyz` answers again (probed every
- * second), then the page re-reads.
+ * offline, from the hub) with its queries' and its own subscriptions': a
+ * query that cannot reach the server marks the page offline until `/readyz`
+ * answers again (probed every second), then the page re-reads. The page is
+ * `live` only once the server acknowledged every subscription of the tab
+ * (`connecting` until then); a subscription the server refused (a cap
+ * reached, a token expired, a document not allowed) makes it `limited`: the
+ * page shows the server's reason and re-reads every {@link POLL_REFUSED_MS}
+ * so it is never silently stale, until the hub's next try is accepted.
  */
 import { createStreamHub, type FromTab, type LiveStatus, type StreamRequest, type ToTab } from './stream-hub';
 import type { Session } from './session';
 
-export type { LiveStatus, StreamRequest } from './stream-hub';
+export type { StreamRequest } from './stream-hub';
+
+/** How the page is: the stream's status, `connecting` until every subscription is acknowledged, `limited` while one is refused. */
+export type PageStatus = LiveStatus | 'connecting' | 'limited';
 
 /** Where a subscription's results go. */
 export interface StreamSink {
@@ -38,9 +46,11 @@ export interface StreamSink {
 /** A tab's live connection to the server. */
 export interface LiveStream {
   subscribe(request: StreamRequest, sink: StreamSink): () => void;
-  /** How the page is: live, reconnecting, or offline (still trying). */
-  status(): LiveStatus;
+  /** How the page is: live, connecting, limited (a subscription refused), reconnecting, or offline (still trying). */
+  status(): PageStatus;
   onStatus(listener: () => void): () => void;
+  /** Why the server refused a subscription of this tab, one message per reason (empty while none is refused). */
+  refusals(): readonly string[];
   /** Called when the page should re-read what it shows (after a reconnect, or back from the back/forward cache). */
   onResume(listener: () => void): () => void;
   /** A query could not reach the server (a network error, not an HTTP answer). */
@@ -52,6 +62,8 @@ export interface LiveStream {
 const PROBE_EVERY_MS = 1_000;
 /** Resumes within this long of each other make one re-read. */
 const RESUME_SETTLE_MS = 150;
+/** How often a page with a refused subscription re-reads what it shows. */
+export const POLL_REFUSED_MS = 5_000;
 
 let localHub: ReturnType<typeof createStreamHub> | undefined;
 
@@ -73,7 +85,10 @@ function hubPort(): MessagePort {
 
 /** Opens this tab's connection; `onUnauthorized` hears once when the server refuses the session's token. */
 export function openLiveStream(session: Session, onUnauthorized: (message: string) => void): LiveStream {
-  const subscriptions = new Map<string, { request: StreamRequest; sink: StreamSink }>();
+  /** This tab's subscriptions: acknowledged by the server, or refused with its message, or neither yet. */
+  const subscriptions = new Map<string, { request: StreamRequest; sink: StreamSink; state: 'pending' | 'acknowledged' | 'refused'; refusal: string | null }>();
+  let poll: ReturnType<typeof setInterval> | null = null;
+  let refusalList: readonly string[] = [];
   const statusListeners = new Set<() => void>();
   const resumeListeners = new Set<() => void>();
   let nextID = 0;
@@ -87,13 +102,36 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
   /** Messages waiting for the hello (the token is fetched first). */
   let queue: FromTab[] | null = null;
 
-  const current = (): LiveStatus => (streamStatus !== 'live' ? streamStatus : queriesOffline ? 'offline' : 'live');
+  const current = (): PageStatus => {
+    if (streamStatus !== 'live') return streamStatus;
+    if (queriesOffline) return 'offline';
+    const states = [...subscriptions.values()].map((entry) => entry.state);
+    if (states.includes('refused')) return 'limited';
+    return states.includes('pending') ? 'connecting' : 'live';
+  };
   let shown = current();
   const changed = () => {
+    // While a subscription is refused the page polls instead.
+    const refused = [...subscriptions.values()].filter((entry) => entry.state === 'refused');
+    const reasons = [...new Set(refused.map((entry) => entry.refusal ?? 'refused'))];
+    const refusalsChanged = reasons.join('\n') !== refusalList.join('\n');
+    if (refusalsChanged) refusalList = reasons;
+    if (refused.length > 0 && poll === null && !disposed) poll = setInterval(resume, POLL_REFUSED_MS);
+    if (refused.length === 0 && poll !== null) {
+      clearInterval(poll);
+      poll = null;
+    }
     const next = current();
-    if (next === shown) return;
+    if (next === shown && !refusalsChanged) return;
     shown = next;
     for (const listener of statusListeners) listener();
+  };
+  const setState = (id: string, state: 'acknowledged' | 'refused', refusal: string | null = null) => {
+    const entry = subscriptions.get(id);
+    if (entry === undefined) return;
+    entry.state = state;
+    entry.refusal = refusal;
+    changed();
   };
   const resume = () => {
     if (resumeTimer !== null) return;
@@ -120,16 +158,24 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
         case 'next':
           subscriptions.get(message.id)?.sink.next(message.value);
           return;
+        case 'ack':
+          setState(message.id, 'acknowledged');
+          return;
+        case 'failed':
+          setState(message.id, 'refused', message.message);
+          return;
         case 'error': {
           const entry = subscriptions.get(message.id);
           subscriptions.delete(message.id);
           entry?.sink.error(new Error(message.message));
+          changed();
           return;
         }
         case 'complete': {
           const entry = subscriptions.get(message.id);
           subscriptions.delete(message.id);
           entry?.sink.complete();
+          changed();
           return;
         }
         case 'status':
@@ -169,7 +215,11 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
       queue = null;
       for (const message of waiting) opened.postMessage(message);
     });
-    for (const [id, { request }] of subscriptions) post({ t: 'subscribe', id, request });
+    for (const [id, entry] of subscriptions) {
+      entry.state = 'pending';
+      post({ t: 'subscribe', id, request: entry.request });
+    }
+    changed();
   };
 
   const detach = () => {
@@ -224,14 +274,17 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
   return {
     subscribe(request, sink) {
       const id = String(++nextID);
-      subscriptions.set(id, { request, sink });
+      subscriptions.set(id, { request, sink, state: 'pending', refusal: null });
       post({ t: 'subscribe', id, request });
+      changed();
       return () => {
         if (!subscriptions.delete(id)) return;
         post({ t: 'unsubscribe', id });
+        changed();
       };
     },
     status: () => shown,
+    refusals: () => refusalList,
     onStatus(listener) {
       statusListeners.add(listener);
       return () => statusListeners.delete(listener);
@@ -254,6 +307,7 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
       document.removeEventListener('resume', onResume);
       if (probe !== null) clearTimeout(probe);
       if (resumeTimer !== null) clearTimeout(resumeTimer);
+      if (poll !== null) clearInterval(poll);
       subscriptions.clear();
       detach();
     },

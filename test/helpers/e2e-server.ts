@@ -243,11 +243,11 @@ export interface DemoServer {
 }
 
 /** `npm start -- --demo` in development, in a fresh working directory whose local key the test knows. */
-export async function startDemoServer(dialect: DialectName, { audience, name }: { audience: string; name: string }): Promise<DemoServer> {
+export async function startDemoServer(dialect: DialectName, { audience, name, env = {} }: { audience: string; name: string; env?: Record<string, string> }): Promise<DemoServer> {
   const cwd = await mkdtemp(join(tmpdir(), `cs-${name}-`));
   const localKey = await loadOrCreateLocalKey(join(cwd, LOCAL_KEY_PATH));
   const serviceKey = generateLocalKey();
-  const servers = await startE2EServers(dialect, { audience, serviceDID: serviceKey.did, name, env: { NODE_ENV: 'development' }, cwd, args: ['--demo'] });
+  const servers = await startE2EServers(dialect, { audience, serviceDID: serviceKey.did, name, env: { NODE_ENV: 'development', ...env }, cwd, args: ['--demo'] });
   const localToken = await mintToken({ privateKey: localKey.privateKey, audience, ttlSeconds: 3600 });
   return {
     cwd,

@@ -16,7 +16,7 @@ import {
   type ConsoleOperationRowFragment,
   type OperationFilter,
 } from '../../../client/generated/graphql';
-import { useOperationChanges } from '../live';
+import { useOperationChanges, useThrottle } from '../live';
 import { BulkActions } from './bulk-actions';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
@@ -110,18 +110,15 @@ export function Operations({ route }: { route: Route }) {
   const onPage = useMemo(() => new Set(data?.operations.edges.map((edge) => edge.node.id)), [data]);
   const firstPage = after === null && before === null;
   const filtered = Object.keys(filter).length > 0;
+  // One subscription, unfiltered, whatever the filter: a row on the page may change so that the filter no longer
+  // matches it, and every tab shares it (the hub runs one per browser). An operation the page does not show yet is
+  // listed as arrived when there is no filter; with one, the server decides whether it matches: the page re-reads.
+  const reread = useThrottle(() => refetch({ requestPolicy: 'network-only' }), 1_000);
   useOperationChanges((operation) => {
     if (onPage.has(operation.id)) setChanged((map) => new Map(map).set(operation.id, operation));
-    else if (firstPage) setArrived((map) => new Map(map).set(operation.id, operation));
-  }, filter);
-  // With a filter, a row on the page may change so that the filter no longer matches it: see that too.
-  useOperationChanges(
-    (operation) => {
-      if (onPage.has(operation.id)) setChanged((map) => new Map(map).set(operation.id, operation));
-    },
-    undefined,
-    !filtered,
-  );
+    else if (firstPage && !filtered) setArrived((map) => new Map(map).set(operation.id, operation));
+    else if (firstPage) reread();
+  });
 
   const go = (next: Record<string, string | readonly string[] | undefined>) => {
     // A new filter starts again at the newest page.
