@@ -18,6 +18,7 @@ import { operationIDIndexMigration } from './0010-operation-id-index.js';
 import { operationActivityMigration } from './0011-operation-activity.js';
 import { replayParametersMigration } from './0012-replay-parameters.js';
 import { requestKeysAndSendWindowMigration } from './0013-request-keys-and-send-window.js';
+import { changeOutboxMigration } from './0014-change-outbox.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -37,5 +38,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0011-operation-activity': operationActivityMigration(types),
     '0012-replay-parameters': replayParametersMigration(types),
     '0013-request-keys-and-send-window': requestKeysAndSendWindowMigration(types),
+    '0014-change-outbox': changeOutboxMigration(types),
   };
 }

@@ -4,6 +4,7 @@
  * functions as the API. Exit codes: 0 done, 1 refused or failed (not found,
  * changed meanwhile, wrong state, no database), 2 usage error.
  */
+import { publishFromOutside } from '../server/change-feed.js';
 import { createStoreContext, type StoreContext } from '../store/context.js';
 import { StoreError } from '../store/errors.js';
 import {
@@ -122,6 +123,8 @@ async function run(io: CommandIO, store: StoreContext, parsed: Parsed): Promise<
     actorDID: io.env.OPS_ACTOR_DID ?? 'did:web:localhost:ops',
     reason: parsed.reason ?? null,
   });
+  // Committed: open consoles and waiting workers hear of it as of a change made through the API.
+  await publishFromOutside(store, [{ kind: 'operation', nodeKey: changed.nodeKey }]);
   out(changed, `${parsed.command}: ${summary(changed)}`);
   return 0;
 }

@@ -277,6 +277,14 @@ export interface SweepCheckpointTable {
 }
 
 /** The whole database as Kysely sees it. */
+/** Change events of writes made outside the server, on SQLite only (migration 0014). */
+export interface ChangeOutboxTable {
+  seq: Generated<number>;
+  /** The events, encoded as the Postgres change feed's NOTIFY payload. */
+  payload: string;
+  created_at: number;
+}
+
 export interface Database {
   kubun_connector_sync_state: SyncStateTable;
   kubun_connector_pending_auth: PendingAuthTable;
@@ -285,6 +293,7 @@ export interface Database {
   kubun_connector_operation_total: OperationTotalTable;
   kubun_connector_operation_history: OperationHistoryTable;
   kubun_connector_operation_request: OperationRequestTable;
+  kubun_connector_change_outbox: ChangeOutboxTable;
   kubun_connector_operation_activity: OperationActivityTable;
   kubun_connector_operation_activity_total: OperationActivityTotalTable;
   kubun_connector_backlog_sample: BacklogSampleTable;

@@ -7,7 +7,10 @@
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { sql } from 'kysely';
 import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener } from '../../resolvers/context.js';
+import { appendChangeOutbox, latestChangeOutboxSeq, pruneChangeOutbox, readChangeOutbox, sqliteDataVersion } from '../store/change-outbox.js';
+import type { StoreContext } from '../store/context.js';
 
 /** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
 export function createInProcessChangeFeed(): ChangeFeed {
@@ -28,6 +31,94 @@ export function createInProcessChangeFeed(): ChangeFeed {
       listeners.clear();
     },
   };
+}
+
+/** Options of {@link createSQLiteChangeFeed}. */
+export interface SQLiteChangeFeedOptions {
+  /** The server's store (its connection: `PRAGMA data_version` moves only for other connections' commits). */
+  store: StoreContext;
+  logger: Logger;
+  /** How often the feed asks whether another process wrote (ms). Default 200. */
+  pollMs?: number;
+  /** How long outbox rows are kept before they are deleted (ms). Default 60 000. */
+  keepMs?: number;
+}
+
+/** Outbox rows read per round. */
+const OUTBOX_BATCH = 500;
+
+/**
+ * The feed of a server on SQLite: its own writes are delivered in process, as
+ * {@link createInProcessChangeFeed} does, and writes of other processes on the
+ * same file (the operator CLI, which records their events in the change
+ * outbox: {@link publishFromOutside}) are picked up within `pollMs`: the feed
+ * polls `PRAGMA data_version`, which costs no read of the database, and reads
+ * the outbox only when another connection committed. A failed poll is
+ * logged and tried again; it never ends the feed.
+ */
+export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): Promise<ChangeFeed> {
+  const feed = createInProcessChangeFeed();
+  const { store, logger } = options;
+  const keepMs = options.keepMs ?? 60_000;
+  let lastSeq = await latestChangeOutboxSeq(store);
+  let version = await sqliteDataVersion(store);
+  let prunedAt = 0;
+  let polling = false;
+  let failing = false;
+  const poll = async () => {
+    if (polling) return;
+    polling = true;
+    try {
+      const now = await sqliteDataVersion(store);
+      if (now !== version) {
+        version = now;
+        for (;;) {
+          const rows = await readChangeOutbox(store, lastSeq, OUTBOX_BATCH);
+          for (const row of rows) {
+            lastSeq = row.seq;
+            await feed.publish(decodePayload(row.payload));
+          }
+          if (rows.length < OUTBOX_BATCH) break;
+        }
+      }
+      if (Date.now() - prunedAt > keepMs) {
+        prunedAt = Date.now();
+        await pruneChangeOutbox(store, store.now() - keepMs);
+      }
+      if (failing) logger.info('change outbox: reading again');
+      failing = false;
+    } catch (error) {
+      if (!failing) logger.warn({ err: error }, 'change outbox: could not read changes written by other processes; trying again');
+      failing = true;
+    } finally {
+      polling = false;
+    }
+  };
+  const timer = setInterval(() => void poll(), options.pollMs ?? 200);
+  timer.unref();
+  return {
+    publish: (events) => feed.publish(events),
+    listen: (listener) => feed.listen(listener),
+    status: () => feed.status(),
+    async close() {
+      clearInterval(timer);
+      await feed.close();
+    },
+  };
+}
+
+/**
+ * Publishes the changes of a write made outside the server (the operator
+ * CLI), after it committed, to every server on the database: a NOTIFY of the
+ * change channel on Postgres, a row of the change outbox on SQLite (which the
+ * server's feed polls). Servers deliver them as they deliver their own.
+ */
+export async function publishFromOutside(store: StoreContext, events: readonly ChangeEvent[]): Promise<void> {
+  for (let i = 0; i < events.length; i += MAX_KEYS_PER_NOTIFY) {
+    const payload = encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY));
+    if (store.dialect === 'postgres') await sql`select pg_notify(${CHANGE_CHANNEL}, ${payload})`.execute(store.db);
+    else await appendChangeOutbox(store, payload);
+  }
 }
 
 /** The NOTIFY channel shared by every replica on one database. */

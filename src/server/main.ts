@@ -14,7 +14,7 @@ import { CompiledQuery } from 'kysely';
 import { createServerApp } from './app.js';
 import { loadConsoleBuild, type ConsoleBuild } from './console-build.js';
 import { createPostgresRateLimiter } from './rate-limit.js';
-import { createInProcessChangeFeed, createPostgresChangeFeed } from './change-feed.js';
+import { createPostgresChangeFeed, createSQLiteChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
 import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
@@ -91,7 +91,8 @@ async function main(): Promise<void> {
           },
           logger,
         })
-      : createInProcessChangeFeed();
+      : // SQLite: in process, plus what other processes (the operator CLI) record in the change outbox.
+        await createSQLiteChangeFeed({ store: createStoreContext(database.db, database.dialect), logger });
   // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
   // The library names its prepared statements, which a transaction pooler cannot keep: behind one,
   // the counters get a small pool of their own on the direct URL.

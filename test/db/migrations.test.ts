@@ -66,7 +66,7 @@ const INDEXES = [
   'idx_connector_operation_activity_hour',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox'];
 
 interface Introspected {
   tables: string[];
@@ -135,6 +135,11 @@ function group(rows: { index_name: string; column_name: string }[]): Record<stri
   return out;
 }
 
+/** Every table of `dialect`: the change outbox (migration 0014) is SQLite's only (on Postgres, other processes NOTIFY their changes). */
+function tablesOf(dialect: string): string[] {
+  return (dialect === 'sqlite' ? [...TABLES, 'kubun_connector_change_outbox'] : TABLES).sort();
+}
+
 async function connectorTables(database: TestDatabase): Promise<string[]> {
   const tables = await database.open.db.introspection.getTables();
   return tables.map((t) => t.name).filter((n) => n.startsWith('kubun_connector_') && !n.includes('migration')).sort();
@@ -154,7 +159,7 @@ for (const dialect of testDialects()) {
       const migrator = createMigrator(database.open.db, dialect);
       const up = unwrapMigrationResult(await migrator.migrateToLatest());
       expect(up.map((r) => [r.migrationName, r.status])).toEqual(MIGRATIONS.map((name) => [name, 'Success']));
-      expect(await connectorTables(database)).toEqual(TABLES);
+      expect(await connectorTables(database)).toEqual(tablesOf(dialect));
 
       for (const name of [...MIGRATIONS].reverse()) {
         const down = unwrapMigrationResult(await migrator.migrateDown());
@@ -163,7 +168,7 @@ for (const dialect of testDialects()) {
       expect(await connectorTables(database)).toEqual([]);
 
       unwrapMigrationResult(await migrator.migrateToLatest());
-      expect(await connectorTables(database)).toEqual(TABLES);
+      expect(await connectorTables(database)).toEqual(tablesOf(dialect));
 
       const shape = introspect(database);
       for (const [table, columns] of Object.entries(PRIMARY_KEYS)) {

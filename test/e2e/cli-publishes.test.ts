@@ -1,0 +1,75 @@
+/**
+ * Writes made outside the server publish their change (issue 38 item 4), on
+ * both dialects: `npm run ops` cancel / retry / requeue against the database
+ * a running server serves reach that server's subscribers within a second,
+ * as a change made through the API does (a NOTIFY on Postgres, the change
+ * outbox on SQLite, which the server's feed polls), and nobody else's.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DialectName } from '../../src/db/connect.js';
+import { opsCommand } from '../../src/cli/ops.js';
+import { dialectAvailable, testDialects } from '../helpers/databases.js';
+import { e2eGraphQLClient, e2ePrincipals, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
+import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
+
+const AUDIENCE = 'connector-store-cli-publishes';
+const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'mallory', 'worker']);
+const { gql, subscribe, closeSubscriptions } = e2eGraphQLClient(tokens, 'alice');
+const OPERATIONS_CHANGED = `subscription { operationsChanged { id operationID state } }`;
+const dialects: DialectName[] = testDialects().filter(dialectAvailable);
+
+describe.each(dialects)('%s: the operator CLI publishes what it changed', (dialect) => {
+  let started: E2EServers | undefined;
+
+  beforeAll(async () => {
+    await mint();
+    started = await startE2EServers(dialect, { audience: AUDIENCE, serviceDID: keys.worker.did, name: 'cli_publishes' });
+  }, 60_000);
+  afterAll(async () => {
+    await closeSubscriptions();
+    await started?.dispose();
+  });
+
+  /** Runs `npm run ops -- …argv` in this process, against the server's database. */
+  const ops = async (argv: string[]) => {
+    let stdout = '';
+    let stderr = '';
+    const code = await opsCommand.run({ argv, env: { DATABASE_URL: started!.databaseURL }, cwd: process.cwd(), stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
+    return { code, stdout, stderr };
+  };
+
+  it('cancel, retry and requeue each reach the owner’s open subscription within a second; a stranger hears nothing', async () => {
+    const server = started!.server;
+    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-${dialect}` }) })).data.claimOperation;
+    expect(claimed.outcome).toBe('CLAIMED');
+    const owner = await subscribe(server, OPERATIONS_CHANGED, {}, 'alice');
+    const stranger = await subscribe(server, OPERATIONS_CHANGED, {}, 'mallory');
+
+    const steps: [string[], string][] = [
+      [['cancel', claimed.operation.id, '--reason', 'stuck for a day'], 'DEAD'],
+      [['retry', claimed.operation.id], 'ATTEMPTED'],
+      [['requeue', claimed.operation.id], 'ATTEMPTED'],
+    ];
+    for (const [i, [argv, state]] of steps.entries()) {
+      const at = Date.now();
+      expect(await ops(argv)).toMatchObject({ code: 0, stderr: '' });
+      await owner.waitFor(i + 1, 1_000);
+      const event = owner.events[i]!.data.operationsChanged;
+      expect({ step: argv[0], id: event.id, state: event.state }).toEqual({ step: argv[0], id: claimed.operation.id, state });
+      expect(Date.now() - at).toBeLessThan(1_000);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(owner.events).toHaveLength(steps.length);
+    expect(stranger.events).toEqual([]);
+  });
+
+  it('a refused action publishes nothing', async () => {
+    const server = started!.server;
+    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-refused-${dialect}` }) })).data.claimOperation;
+    const owner = await subscribe(server, OPERATIONS_CHANGED, {}, 'alice');
+    // Retry applies to a DEAD operation only.
+    expect(await ops(['retry', claimed.operation.id])).toMatchObject({ code: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(owner.events).toEqual([]);
+  });
+});
