@@ -121,7 +121,7 @@ function SearchBox({ current }: { current: string }) {
         if (text !== '') navigate(`/search?q=${encodeURIComponent(text)}`);
       }}
     >
-      <input name="q" type="search" defaultValue={current} placeholder="Search operation ID, document, DID" aria-label="Search operations and documents" data-testid="search-input" />
+      <input name="q" type="search" defaultValue={current} placeholder="Exact operation ID, document ID or owner DID" title="Exact operation ID, document ID or owner DID" aria-label="Search by exact operation ID, document ID or owner DID" data-testid="search-input" />
     </form>
   );
 }

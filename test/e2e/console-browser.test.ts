@@ -367,6 +367,7 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       await page.click('[data-testid=bulk-requeue-selected]');
       await page.waitForSelector('[data-testid=bulk-confirm]');
       expect(await page.$eval('[data-testid=bulk-confirm]', (el) => el.textContent ?? '')).toMatch(/Requeue now the 2 selected operations \(1 of them live; the others are skipped\)/);
+      expect(await page.$eval('[data-testid=bulk-confirm-yes]', (el) => el.textContent ?? '')).toBe('Requeue them now');
       await page.click('[data-testid=bulk-confirm-yes]');
       await page.waitForSelector('[data-testid=bulk-result]');
       expect(await page.$eval('[data-testid=bulk-result]', (el) => el.textContent ?? '')).toMatch(/^Requeued 1 of 2 selected\. Skipped 1: 1 not live\. This action applies to live operations: /);
@@ -484,7 +485,28 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       // The charts are drawn at the phone's width (text at its size), not scaled down from a desktop's.
       expect(await page.$eval('[data-testid=outcome-chart]', (svg) => svg.getBoundingClientRect().width)).toBeLessThanOrEqual(390);
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      // The by-connector table is folded, not scrolled: every state's count is on screen (issue 38 item 5).
+      expect(await page.$eval('[data-testid=counts-by-connector]', (table) => table.scrollWidth <= (table.parentElement?.clientWidth ?? 0))).toBe(true);
+      expect(await page.$$eval('[data-testid=counts-by-connector] tbody tr:first-child td[data-label]', (cells) => cells.every((cell) => cell.getBoundingClientRect().right <= 390))).toBe(true);
       await shot(page, 'phone-overview');
+    });
+
+    it.skipIf(!full)('the header stays on one line and the overview’s panels fit their tables at 1 200, 1 400 and 1 920 px (issue 38 item 5)', async () => {
+      for (const width of [1200, 1400, 1920]) {
+        const { page } = await openPage(width, 1000);
+        await page.goto(`${origin}/console/`, { waitUntil: 'load' });
+        await page.waitForSelector('[data-testid=counts-by-connector] tbody tr');
+        const header = await page.$eval('header.top', (el) => el.getBoundingClientRect().height);
+        expect(header, `header height at ${width} px`).toBeLessThan(60);
+        // Every column of the by-connector table is visible: nothing scrolls inside its panel.
+        const fits = await page.$eval('[data-testid=counts-by-connector]', (table) => ({ table: table.scrollWidth, panel: table.parentElement?.clientWidth ?? 0 }));
+        expect(fits.table, `by-connector table at ${width} px`).toBeLessThanOrEqual(fits.panel);
+        // Two panels side by side, the table's the wider.
+        const [byConnector, byOutcome] = await page.$$eval('.panels > .panel', (panels) => panels.slice(0, 2).map((panel) => panel.getBoundingClientRect().width));
+        expect(byConnector!, `panels at ${width} px`).toBeGreaterThan(byOutcome!);
+        expect(await page.$eval('[data-testid=search-input]', (input) => (input as HTMLInputElement).placeholder)).toBe('Exact operation ID, document ID or owner DID');
+        await shot(page, `overview-${width}`);
+      }
     });
   });
 });

@@ -79,7 +79,7 @@ export interface E2EServers {
    * `servers` (and `server`) and is killed by `dispose`. Retries for up to
    * 5 s while the port is still taken.
    */
-  restart(previous?: ServerProcess): Promise<ServerProcess>;
+  restart(previous?: ServerProcess, options?: { timeoutMs?: number }): Promise<ServerProcess>;
   /** Kills the servers, then removes the database; idempotent. */
   dispose(): Promise<void>;
 }
@@ -139,7 +139,7 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
       servers,
       databaseURL,
       dispose,
-      restart: async (previous = started.server) => {
+      restart: async (previous = started.server, { timeoutMs }: { timeoutMs?: number } = {}) => {
         const index = servers.indexOf(previous);
         if (index < 0) throw new Error('restart: not one of these servers');
         if (previous.child.exitCode === null && previous.child.signalCode === null) throw new Error('restart: the server still runs (SIGTERM it and await `exited` first)');
@@ -147,7 +147,7 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
         const deadline = Date.now() + 5_000;
         for (;;) {
           try {
-            const next = await startServerProcess({ ...env, PORT: port }, processOptions);
+            const next = await startServerProcess({ ...env, PORT: port }, { ...processOptions, ...(timeoutMs !== undefined && { timeoutMs }) });
             cleanups.push(() => next.kill());
             servers[index] = next;
             if (index === 0) started.server = next;

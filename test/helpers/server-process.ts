@@ -106,7 +106,8 @@ export async function startServerProcess(env: Record<string, string>, options: S
       const waiter = { match, resolve: (line: LogLine) => (clearTimeout(timer), resolve(line)) };
       const timer = setTimeout(() => {
         waiters.delete(waiter);
-        reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.trim() || '(empty)'}`));
+        const last = logs.slice(-5).map((line) => line.msg ?? JSON.stringify(line)).join(' | ');
+        reject(new Error(`no matching log line within ${timeoutMs} ms; last log lines: ${last || '(none)'}; stderr: ${stderr.trim() || '(empty)'}`));
       }, timeoutMs);
       waiters.add(waiter);
       void exited.then(({ code, signal }) => {

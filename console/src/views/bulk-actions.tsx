@@ -37,6 +37,13 @@ const VERB: Record<Action, [label: string, past: string, appliesTo: string]> = {
   cancel: ['Cancel', 'Cancelled', 'live operations: it gives them up, with your reason as their last error'],
 };
 
+/** The confirming button: on the selected rows, or on everything the filter matches. */
+const CONFIRM: Record<Action, Record<'selected' | 'all', string>> = {
+  retry: { selected: 'Retry them', all: 'Retry all' },
+  requeue: { selected: 'Requeue them now', all: 'Requeue all now' },
+  cancel: { selected: 'Cancel them', all: 'Cancel all' },
+};
+
 function applies(action: Action, state: string): boolean {
   return action === 'retry' ? state === 'DEAD' : LIVE.has(state);
 }
@@ -199,7 +206,7 @@ export function BulkActions({
             </label>
           )}
           <button type="submit" className={pending.action === 'cancel' ? 'danger' : undefined} disabled={busy} data-testid="bulk-confirm-yes">
-            {VERB[pending.action][0]} {pending.target.kind === 'selected' ? 'them' : 'all'}
+            {CONFIRM[pending.action][pending.target.kind === 'selected' ? 'selected' : 'all']}
           </button>
           <button type="button" className="link" onClick={() => setPending(null)}>
             Keep them

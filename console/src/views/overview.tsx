@@ -93,7 +93,7 @@ export function Overview() {
           <section className="panel" aria-labelledby="by-connector">
             <h2 id="by-connector">By connector</h2>
             <div className="table-wrap">
-              <table data-testid="counts-by-connector">
+              <table data-testid="counts-by-connector" className="fold-narrow">
                 <thead>
                   <tr>
                     <th>Connector</th>
@@ -107,11 +107,11 @@ export function Overview() {
                 <tbody>
                   {[...connectors].map(([name, byState]) => (
                     <tr key={name}>
-                      <td>
+                      <td className="fold-title">
                         <Link to={withParams('/operations', { connector: name })}>{name}</Link>
                       </td>
                       {states.map((state) => (
-                        <td key={state} className="num">
+                        <td key={state} className="num" data-label={state.replace(/_/g, ' ').toLowerCase()}>
                           {byState.get(state) ? <Link to={withParams('/operations', { connector: name, state })}>{byState.get(state)}</Link> : <span className="muted">0</span>}
                         </td>
                       ))}
@@ -161,7 +161,7 @@ export function Overview() {
               <Empty>Nothing is stuck: every live operation has a worker on it or is not yet due.</Empty>
             ) : (
               <div className="table-wrap">
-                <table>
+                <table className="fold-narrow">
                   <thead>
                     <tr>
                       <th>Operation</th>
@@ -176,21 +176,23 @@ export function Overview() {
                   <tbody>
                     {data.stuckOperations.edges.map(({ node }) => (
                       <tr key={node.id}>
-                        <td>
+                        <td className="fold-title">
                           <Link to={`/operations/${encodeURIComponent(node.id)}`}>{node.operationID}</Link>
                         </td>
-                        <td>{node.connectorName}</td>
-                        <td className="wide-only">
+                        <td data-label="connector">{node.connectorName}</td>
+                        <td className="wide-only" data-label="owner">
                           <DID value={node.ownerDID} />
                         </td>
-                        <td>
+                        <td data-label="state">
                           <Badge value={node.state} />
                         </td>
-                        <td className="num">{node.attempts}</td>
-                        <td>
+                        <td className="num" data-label="attempts">
+                          {node.attempts}
+                        </td>
+                        <td data-label="last outcome">
                           <Badge value={node.lastKind} /> {node.lastHTTPStatus ?? ''}
                         </td>
-                        <td>
+                        <td data-label="due">
                           <Time value={node.nextAttemptAt} />
                         </td>
                       </tr>
