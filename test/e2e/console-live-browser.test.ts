@@ -35,6 +35,7 @@ import type { BrowserContext, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalKey } from '../../src/auth/index.js';
 import { openDatabase, parseDatabaseURL, type DialectName } from '../../src/db/connect.js';
+import { opsCommand } from '../../src/cli/ops.js';
 import { createStoreContext } from '../../src/store/context.js';
 import { browserForFile, findChromium } from '../helpers/browser.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
@@ -622,7 +623,7 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
       for (const page of shared) await waitForStatus(page, ['live'], 5_000);
       expect(await openSSESubscriptions(origin)).toBe(1);
 
-      const { status, body } = await postGraphQL<{ operations: { edges: { node: { id: string } }[] } }>(demo!.servers.server, demo!.localToken, '{ operations(first: 2) { edges { node { id } } } }');
+      const { status, body } = await postGraphQL<{ operations: { edges: { node: { id: string } }[] } }>(demo!.servers.server, demo!.localToken, '{ operations(first: 2, filter: { states: [ATTEMPTED] }) { edges { node { id } } } }');
       expect(status).toBe(200);
       const [first, second] = body.data!.operations.edges.map((edge) => edge.node.id);
       // A detail page holds a subscription of its own: the second one fits, the third is refused.
@@ -644,6 +645,15 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
       expect(await serverEventStreams(origin)).toBe(1);
       await refused.bringToFront();
       await refused.screenshot({ path: join(SCREENSHOTS, 'console-live-refused.png') });
+
+      // An operator's `npm run ops -- cancel` from a shell reaches the open detail page within a second (issue 38 item 4).
+      await fits.bringToFront();
+      const cancelledAt = Date.now();
+      let out = '';
+      const code = await opsCommand.run({ argv: ['cancel', first!, '--reason', 'from the CLI'], env: { DATABASE_URL: demo!.servers.databaseURL }, cwd: demo!.cwd, stdout: (t) => (out += t), stderr: (t) => (out += t) });
+      expect(code, out).toBe(0);
+      await fits.waitForFunction(() => document.querySelector('.detail-head h2 .badge')?.textContent === 'dead', { timeout: 1_000, polling: 50 });
+      console.info(`[${dialect}] a CLI cancel shown in the open detail page ${Date.now() - cancelledAt} ms after the command started`);
     }, 90_000);
   });
 });
