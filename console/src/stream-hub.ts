@@ -85,6 +85,12 @@ const TOKEN_WAIT_MS = 3_000;
 export const RETRY_REFUSED_MS = 30_000;
 /** The longest wait before a reconnect, whatever `Retry-After` says. */
 const MAX_RETRY_AFTER_MS = 60_000;
+/**
+ * An open stream that brought no byte for this long is taken for dead (a
+ * laptop that slept, a connection dropped without a close): the server
+ * pings every 12 s, so two pings were missed.
+ */
+export const SILENT_STREAM_MS = 30_000;
 
 /** Backoff before the `retries`-th attempt: 0.5 s doubling, capped at 3 s, with jitter (so restarted servers are not hit by every console at once). */
 export function retryDelayMs(retries: number): number {
@@ -126,6 +132,9 @@ interface Stream {
   status: LiveStatus;
   failures: number;
   reconnectTimer: ReturnType<typeof setTimeout> | null;
+  /** Whether the current client's event stream is open, and when it last brought a byte (a result or a ping). */
+  open: boolean;
+  lastByteAt: number;
   /** Set once the stream has been connected: a later connection is a resume. */
   everConnected: boolean;
   refused: boolean;
@@ -228,6 +237,23 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
             postsInFlight.delete(operationId);
             settled();
           }
+        }
+        // The event stream itself (graphql-sse's GET): every byte it brings, pings included, says it is alive.
+        if (init?.method === 'GET' && response.ok && response.body !== null) {
+          stream.open = true;
+          stream.lastByteAt = Date.now();
+          const watched = response.body.pipeThrough(
+            new TransformStream<Uint8Array, Uint8Array>({
+              transform(chunk, controller) {
+                if (generation === stream.generation) stream.lastByteAt = Date.now();
+                controller.enqueue(chunk);
+              },
+              flush() {
+                if (generation === stream.generation) stream.open = false;
+              },
+            }),
+          );
+          return new Response(watched, { status: response.status, statusText: response.statusText, headers: response.headers });
         }
         if (operationId !== undefined && response.status === 202) {
           const shared = byOperationId.get(operationId);
@@ -335,6 +361,7 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
   const reconnect = (stream: Stream, delayMs: number) => {
     if (stream.refused || stream.reconnectTimer !== null) return;
     stream.generation++;
+    stream.open = false;
     stream.client?.dispose();
     stream.client = null;
     for (const shared of stream.shared.values()) {
@@ -363,6 +390,8 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
       status: 'live',
       failures: 0,
       reconnectTimer: null,
+      open: false,
+      lastByteAt: 0,
       everConnected: false,
       refused: false,
     };
@@ -381,6 +410,8 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     shared.holders.set(tab, ids);
     tab.subscriptions.set(id, shared);
     if (fresh) {
+      // The first after none: graphql-sse (lazy) closed the connection meanwhile, and opens a new one now.
+      if (stream.shared.size === 0) stream.lastByteAt = Date.now();
       stream.shared.set(key, shared);
       start(stream, shared);
     } else if (shared.state === 'acknowledged') send(tab, { t: 'ack', id });
@@ -410,9 +441,13 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     }
   };
 
-  // Tabs that stopped answering (crashed, or frozen without a `bye`) are dropped with their subscriptions.
+  // Tabs that stopped answering (crashed, or frozen without a `bye`) are dropped with their subscriptions;
+  // an open stream that went silent is replaced.
   setInterval(() => {
     const now = Date.now();
+    for (const stream of streams.values()) {
+      if (stream.open && stream.shared.size > 0 && now - stream.lastByteAt > SILENT_STREAM_MS) reconnect(stream, retryDelayMs(stream.failures));
+    }
     for (const tab of [...tabs]) {
       if (now - tab.lastSeen > DROP_AFTER_MS) {
         send(tab, { t: 'dropped' });

@@ -170,7 +170,7 @@ function sampleStreams(origin: string, proxy: { open(): number }) {
  * `connector_store_subscriptions_open` cannot tell: it counts subscriptions,
  * and one stream carries every subscription of every tab.
  */
-async function eventStreamCounter(target: string): Promise<{ origin: string; open(): number; opened(): string[]; close(): Promise<void> }> {
+async function eventStreamCounter(target: string): Promise<{ origin: string; open(): number; opened(): string[]; freeze(): void; close(): Promise<void> }> {
   const port = Number(new URL(target).port);
   /** Open streams: their connection, and the request that opened each. */
   const streaming = new Map<Socket, string>();
@@ -236,7 +236,11 @@ async function eventStreamCounter(target: string): Promise<{ origin: string; ope
     upstream.on('close', gone).on('error', gone);
     client.pipe(upstream);
     upstream.pipe(client);
+    pairs.add([client, upstream]);
+    client.once('close', () => pairs.forEach((pair) => pair[0] === client && pairs.delete(pair)));
   });
+  /** Connections open now, each with its upstream. */
+  const pairs = new Set<[Socket, Socket]>();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('the proxy has no port');
@@ -244,6 +248,17 @@ async function eventStreamCounter(target: string): Promise<{ origin: string; ope
     origin: `http://127.0.0.1:${address.port}`,
     open: () => streaming.size,
     opened: () => opened,
+    /** The event streams open now go silent both ways without closing (a dead connection, a dropped NAT entry); the rest pass. */
+    freeze: () => {
+      for (const [client, upstream] of pairs) {
+        if (!streaming.has(client)) continue;
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+        streaming.delete(client);
+      }
+    },
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
@@ -586,6 +601,44 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
       expect({ liveMs, shownMs }).toEqual({ liveMs: expect.any(Number), shownMs: expect.any(Number) });
       expect(await page.url()).toBe(`${origin}/console/`);
     }, 60_000);
+
+    it.skipIf(dialect !== dialects[0])('a stream that goes silent without closing (a sleep, a dead connection) is replaced: live again, and the page re-reads', async () => {
+      const proxy = await eventStreamCounter(origin);
+      const context = await newContext();
+      try {
+        const page = await newTab(context);
+        await page.goto(`${proxy.origin}/console/`, { waitUntil: 'domcontentloaded' });
+        await page.waitForSelector(VIEWS.overview.ready, { timeout: 10_000 });
+        await waitForStatus(page, ['live'], 10_000);
+        // Silence: nothing more reaches the browser on its event stream, and nothing closes it.
+        const frozeAt = Date.now();
+        proxy.freeze();
+        const { claimOperation } = await api(CLAIM, { input: claimInput({ operationID: `console-silent-${dialect}`, connectorName: 'google', model: 'calendar.event' }) });
+        expect(claimOperation.outcome).toBe('CLAIMED');
+        const counts = (await api<{ operationCounts: { state: string; count: number }[] }>('{ operationCounts { state count } }')).operationCounts;
+        // Found out within the silence limit (30 s: two of the server's 12 s pings missed) and the hub's 4 s sweep, and
+        // replaced over a new connection. (The overview also re-reads every 30 s by itself, so the proof is the new stream.)
+        for (const deadline = Date.now() + 45_000; proxy.opened().length < 2; await sleep(250)) {
+          if (Date.now() > deadline) throw new Error(`no new event stream within 45 s of the freeze (streams opened: ${proxy.opened().join('; ')}; status ${await statusOf(page)})`);
+        }
+        const replacedMs = Date.now() - frozeAt;
+        await waitForStatus(page, ['live'], 5_000);
+        // And the page shows the claim made meanwhile.
+        await page.waitForFunction(
+          (wanted) =>
+            JSON.stringify(
+              [...document.querySelectorAll('[data-testid=counts-by-state] [data-state]')].map((card) => ({ state: card.getAttribute('data-state'), count: Number(card.querySelector('.card-count')?.textContent?.replace(/\D/g, '')) })),
+            ) === wanted,
+          { timeout: 5_000, polling: 100 },
+          JSON.stringify(counts),
+        );
+        console.info(`[${dialect}] a silent stream replaced ${replacedMs} ms after the freeze, the page live and fresh ${Date.now() - frozeAt} ms after it; streams opened: ${proxy.opened().join('; ')}`);
+        expect(replacedMs).toBeLessThan(40_000);
+      } finally {
+        await context.close().catch(() => {});
+        await proxy.close();
+      }
+    }, 90_000);
   });
 
   // Once, on the first dialect (the hub's behaviour does not depend on it): a server whose per-viewer cap is 2.
