@@ -294,7 +294,10 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
       next: (value) => {
         if (generation !== stream.generation || stream.shared.get(shared.key) !== shared) return;
         const refusal = refusalOf(value);
-        if (refusal !== null) return refuse(stream, shared, refusal);
+        // Ended for the stream's sake (its token expired, it fell behind, the database failed): a new stream, for everyone.
+        // (With a backoff: a token that is expired again at once must not make a busy loop.)
+        if (refusal !== null && refusal.renew) return reconnect(stream, retryDelayMs(stream.failures));
+        if (refusal !== null) return refuse(stream, shared, refusal.message);
         tellHolders(shared, (id) => ({ t: 'next', id, value }));
       },
       error: (error) => {
@@ -504,11 +507,24 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
   };
 }
 
-/** A result that is a refusal: errors and no data (a cap reached, a document not allowed), as the server's message. */
-function refusalOf(value: unknown): string | null {
-  const result = value as { data?: unknown; errors?: { message?: string }[] } | null;
+/**
+ * Codes with which the server ends a subscription for its stream's sake, not
+ * the subscription's: a new stream (a fresh token, an empty queue) serves it
+ * again. Any other error is a refusal of the subscription itself (a cap
+ * reached, a document not allowed).
+ */
+const RENEW_STREAM = new Set(['TOKEN_EXPIRED', 'SUBSCRIBER_TOO_SLOW', 'DATABASE_UNAVAILABLE', 'DATABASE_TIMEOUT', 'OVERLOADED']);
+
+/** A result that ends its subscription (errors and no data): the server's message, its first code, and whether a new stream serves it. */
+function refusalOf(value: unknown): { message: string; code: string | undefined; renew: boolean } | null {
+  const result = value as { data?: unknown; errors?: { message?: string; extensions?: { code?: unknown } }[] } | null;
   if (result === null || typeof result !== 'object' || result.data != null || !Array.isArray(result.errors) || result.errors.length === 0) return null;
-  return result.errors.map((error) => error.message ?? 'refused').join('; ');
+  const codes = result.errors.map((error) => (typeof error.extensions?.code === 'string' ? error.extensions.code : undefined));
+  return {
+    message: result.errors.map((error) => error.message ?? 'refused').join('; '),
+    code: codes[0],
+    renew: codes.some((code) => code !== undefined && RENEW_STREAM.has(code)),
+  };
 }
 
 /** The server's `Retry-After` on a refused stream or request (seconds or an HTTP date), in ms. */

@@ -245,7 +245,15 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, 250));
       if (serverKilled !== undefined) await serverKilled;
-      const live = (await client.request(LIVE_COUNT, { connectorName: connector })).operationCounts[0]?.count ?? 0;
+      let live: number;
+      try {
+        live = (await client.request(LIVE_COUNT, { connectorName: connector })).operationCounts[0]?.count ?? 0;
+      } catch (error) {
+        // A read that met the server's kill (before it was announced): ask again, until the deadline.
+        if (serverKill === undefined || Date.now() > deadline) throw error;
+        log(`live count failed (${(error as Error).message}); asking again`);
+        continue;
+      }
       if (live === 0 && (serverKill === undefined || serverKills > 0)) break;
       if (++polls % 8 === 0) log(`${((Date.now() - started) / 1000).toFixed(0)} s: ${live} live`);
       if (Date.now() > deadline) {

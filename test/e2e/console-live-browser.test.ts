@@ -441,6 +441,9 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         // The server restarted twice under the twelve tabs (issue 38): each time every tab is live again within 5 s
         // of the server's readiness, having re-read what it shows; then the browser holds one stream, on the
         // server's own count, and a new tab still loads its first table within 2 s.
+        // GraphiQL has shown what it must; left open, its page throws an uncaught error event when the server goes away
+        // (seen once, from GraphiQL's own code), which this file counts against the console.
+        await graphiql.close();
         streams.setPhase('two restarts');
         const restarts: string[] = [];
         for (let round = 1; round <= 2; round++) {
@@ -496,7 +499,6 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         // All tabs but one (the operations list: one subscription) closed: ~3 s later the browser holds at most one
         // stream, and the server has let go of the closed tabs' subscriptions.
         streams.setPhase('one tab left');
-        await graphiql.close();
         for (const other of tabs) if (other !== kept) await other.close();
         await sleep(3_000);
         const afterClosing = { streams: proxy.open(), subscriptions: await openSSESubscriptions(origin) };
