@@ -59,6 +59,7 @@ export type FromTab =
 export type ToTab =
   | { t: 'next'; id: string; value: unknown }
   | { t: 'ack'; id: string }
+  | { t: 'pending'; id: string }
   | { t: 'failed'; id: string; message: string }
   | { t: 'error'; id: string; message: string }
   | { t: 'complete'; id: string }
@@ -370,7 +371,11 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     for (const shared of stream.shared.values()) {
       if (shared.operationId !== undefined) byOperationId.delete(shared.operationId);
       shared.stop = null;
-      if (shared.state === 'acknowledged') shared.state = 'pending';
+      if (shared.state === 'acknowledged') {
+        // Not live again until the new stream's server acknowledges it.
+        shared.state = 'pending';
+        tellHolders(shared, (id) => ({ t: 'pending', id }));
+      }
     }
     if (delayMs > 0) {
       stream.failures++;

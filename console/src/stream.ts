@@ -126,7 +126,7 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
     shown = next;
     for (const listener of statusListeners) listener();
   };
-  const setState = (id: string, state: 'acknowledged' | 'refused', refusal: string | null = null) => {
+  const setState = (id: string, state: 'pending' | 'acknowledged' | 'refused', refusal: string | null = null) => {
     const entry = subscriptions.get(id);
     if (entry === undefined) return;
     entry.state = state;
@@ -160,6 +160,9 @@ export function openLiveStream(session: Session, onUnauthorized: (message: strin
           return;
         case 'ack':
           setState(message.id, 'acknowledged');
+          return;
+        case 'pending':
+          setState(message.id, 'pending');
           return;
         case 'failed':
           setState(message.id, 'refused', message.message);
