@@ -17,8 +17,8 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -201,6 +201,21 @@ describe('the client package (npm pack, installed outside the repository)', () =
     await started?.dispose();
     if (work !== undefined) await rm(work, { recursive: true, force: true });
   });
+
+  it('`npm run client:pack`, as client/README.md shows it, works where dist/ does not exist yet (a fresh clone)', async () => {
+    const dist = join(ROOT, 'dist');
+    // A fresh clone has no dist/ (it is build output, ignored by git): set any there aside for the test.
+    const aside = existsSync(dist) ? `${dist}-aside-${process.pid}` : undefined;
+    if (aside !== undefined) await rename(dist, aside);
+    try {
+      const client = JSON.parse(await readFile(join(CLIENT, 'package.json'), 'utf8')) as { version: string };
+      await run('npm', ['run', '-s', 'client:pack'], { cwd: ROOT, env: { ...process.env, npm_config_loglevel: 'error' } });
+      expect(existsSync(join(dist, `connector-store-client-${client.version}.tgz`))).toBe(true);
+    } finally {
+      await rm(dist, { recursive: true, force: true });
+      if (aside !== undefined) await rename(aside, dist);
+    }
+  }, 60_000);
 
   it('packs as connector-store-client-<server version>.tgz with the built JavaScript, .d.ts and README only', async () => {
     const server = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
