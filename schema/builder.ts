@@ -7,7 +7,7 @@ import DataloaderPlugin from '@pothos/plugin-dataloader';
 import ComplexityPlugin from '@pothos/plugin-complexity';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';
-import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import ScopeAuthPlugin, { AuthScopeFailureType, type AuthFailure } from '@pothos/plugin-scope-auth';
 import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
@@ -143,11 +143,14 @@ export const builder = new SchemaBuilder<{
     // Subscriptions are refused at subscribe time, not per event.
     authorizeOnSubscribe: true,
     // Expected, so not masked: a typed top-level error clients can act on.
-    unauthorizedError: (_parent, ctx, info) =>
+    // A signed-in caller refused a service-only field hears which DID it signed as and where services are listed.
+    unauthorizedError: (_parent, ctx, info, result) =>
       new GraphQLError(
         ctx.viewer.kind === 'anonymous'
           ? `Not authorized: ${info.fieldName} needs a bearer token (Authorization: Bearer <JWT>)`
-          : `Not authorized to use ${info.fieldName}`,
+          : needsScope(result.failure, 'service')
+            ? `Not authorized to use ${info.fieldName}: it is for service principals, and ${'did' in ctx.viewer ? ctx.viewer.did : 'this caller'} is not one (a service's DID is listed in the server's SERVICE_DIDS)`
+            : `Not authorized to use ${info.fieldName}`,
         { extensions: { code: ctx.viewer.kind === 'anonymous' ? 'UNAUTHENTICATED' : 'FORBIDDEN' } },
       ),
     // Anonymous callers see a typed "not authorized" error, never data.
@@ -181,3 +184,16 @@ builder.mutationType({
 
 /** Auth scope of a mutation any signed-in viewer may call (who may act on what is the resolvers' check). */
 export const mutation = { authScopes: { authenticated: true } } as const;
+
+/** Whether an auth failure (or any failure it is made of) is the missing scope `scope`. */
+function needsScope(failure: AuthFailure, scope: string): boolean {
+  switch (failure.kind) {
+    case AuthScopeFailureType.AuthScope:
+      return failure.scope === scope;
+    case AuthScopeFailureType.AnyAuthScopes:
+    case AuthScopeFailureType.AllAuthScopes:
+      return failure.failures.some((inner) => needsScope(inner, scope));
+    default:
+      return false;
+  }
+}
