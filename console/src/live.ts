@@ -5,7 +5,7 @@
  */
 import { useEffect, useRef } from 'react';
 import { useSubscription } from 'urql';
-import { ConsoleOperationsChangedDocument, type ConsoleOperationRowFragment, type OperationFilter } from '../../client/generated/graphql';
+import { ConsoleOperationsChangedDocument, type ConsoleOperationRowFragment } from '../../client/generated/graphql';
 
 /** Calls `run` at most once per `ms`, trailing: a burst of events gives one call soon after the last. */
 export function useThrottle(run: () => void, ms: number): () => void {
@@ -25,11 +25,16 @@ export function useThrottle(run: () => void, ms: number): () => void {
   };
 }
 
-/** Every committed change of an operation the viewer may see (and `filter` matches), to `onChange`. */
-export function useOperationChanges(onChange: (operation: ConsoleOperationRowFragment) => void, filter?: OperationFilter, pause = false): void {
+/**
+ * Every committed change of an operation the viewer may see, to `onChange`.
+ * Unfiltered on purpose: every view of every tab asks for the same
+ * subscription, so the hub holds one for the whole browser (a view that
+ * shows a filter re-reads, and the server applies it).
+ */
+export function useOperationChanges(onChange: (operation: ConsoleOperationRowFragment) => void): void {
   const handler = useRef(onChange);
   handler.current = onChange;
-  useSubscription({ query: ConsoleOperationsChangedDocument, variables: { filter: filter ?? null }, pause }, (_previous, event) => {
+  useSubscription({ query: ConsoleOperationsChangedDocument, variables: { filter: null } }, (_previous, event) => {
     handler.current(event.operationsChanged);
     return event;
   });

@@ -340,7 +340,6 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     shared.state = 'refused';
     shared.refusal = message;
     tellHolders(shared, (id) => ({ t: 'failed', id, message }));
-    if (shared.retryTimer !== null) clearTimeout(shared.retryTimer);
     shared.retryTimer = setTimeout(() => {
       shared.retryTimer = null;
       if (stream.shared.get(shared.key) === shared && shared.state === 'refused') start(stream, shared);

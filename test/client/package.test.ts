@@ -287,16 +287,11 @@ describe('the client package (npm pack, installed outside the repository)', () =
     const url = `${started!.server.origin}/graphql`;
     expect(recipe).toContain("const STORE = 'http://127.0.0.1:4000/graphql';");
     expect(recipe).toContain("const PROVIDER = 'https://api.acme-crm.example';");
-    const script = recipe!
-      .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(url))
-      .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
-      .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
-    await writeFile(join(project, 'readme-runtime-worker.mjs'), script);
+    await writeFile(join(project, 'readme-runtime-worker.mjs'), againstTestServers(recipe!, url, providerOrigin));
 
     // Work for its connector, enqueued through the runtime of this repository: a claim given back at once (due now).
     const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
     const input = (key: string) => claimInput({ operationID: `op-${key}`, connectorName: 'acme-crm', deterministicEventID: `event-${key}` }) as ClaimOperationInput;
-    const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sent here')), reconcile: () => Promise.reject(new Error('not reconciled here')) };
     expect((await writeBack(store, input('readme-sent'), unused, { signal: AbortSignal.abort() })).status).toBe('released');
 
     const worker = spawn(process.execPath, ['readme-runtime-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -336,14 +331,9 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(snippet).toContain("url: 'http://127.0.0.1:4000/graphql', audience: 'connector-store'");
     const { provider, requests, origin: providerOrigin } = await startStandInProvider([]);
     const url = `${started!.server.origin}/graphql`;
-    const script = snippet
-      .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(url))
-      .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
-      .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
-    await writeFile(join(project, 'docs-worker.mjs'), script);
+    await writeFile(join(project, 'docs-worker.mjs'), againstTestServers(snippet, url, providerOrigin));
     const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
     const input = claimInput({ operationID: 'op-docs-worker', connectorName: 'acme-crm', model: 'contact', deterministicEventID: 'event-docs-worker' }) as ClaimOperationInput;
-    const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sent here')), reconcile: () => Promise.reject(new Error('not reconciled here')) };
     expect((await writeBack(store, input, unused, { signal: AbortSignal.abort() })).status).toBe('released');
 
     const worker = spawn(process.execPath, ['docs-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -460,6 +450,17 @@ function typeErrors(file: string): string[] {
     noEmit: true,
   });
   return ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+}
+
+/** A handler for work enqueued (claimed and given back) by the test itself: it never sends. */
+const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sent here')), reconcile: () => Promise.reject(new Error('not reconciled here')) };
+
+/** A documented worker as it is written, but for the store, provider and audience it names: the test's. */
+function againstTestServers(script: string, storeURL: string, providerOrigin: string): string {
+  return script
+    .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(storeURL))
+    .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
+    .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
 }
 
 /** The worker of docs/worker.md ("A worker in twenty lines"), as it is written. */
