@@ -19,6 +19,7 @@ import { operationActivityMigration } from './0011-operation-activity.js';
 import { replayParametersMigration } from './0012-replay-parameters.js';
 import { requestKeysAndSendWindowMigration } from './0013-request-keys-and-send-window.js';
 import { changeOutboxMigration } from './0014-change-outbox.js';
+import { operationIDPrefixIndexMigration } from './0015-operation-id-prefix-index.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -39,5 +40,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0012-replay-parameters': replayParametersMigration(types),
     '0013-request-keys-and-send-window': requestKeysAndSendWindowMigration(types),
     '0014-change-outbox': changeOutboxMigration(types),
+    '0015-operation-id-prefix-index': operationIDPrefixIndexMigration(types),
   };
 }

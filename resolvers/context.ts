@@ -10,7 +10,8 @@ import type { Viewer } from '../src/auth/index.js';
 import type { StoreContext } from '../src/store/context.js';
 
 /** Which kind of node changed. */
-export type ChangeKind = 'operation' | 'watch' | 'syncState' | 'sweepReceipt';
+/** `store`: a change not delivered node by node (src/store/store-changes.ts); its node key names subject, reason and audience. */
+export type ChangeKind = 'operation' | 'watch' | 'syncState' | 'sweepReceipt' | 'store';
 
 /** One committed change: the node's kind and its node key (never a secret or a primary key). */
 export interface ChangeEvent {

@@ -24,6 +24,7 @@ const ATTEMPT_HISTORY_CURSORS = new ConnectionCursors('attemptHistory', ATTEMPT_
 
 export {
   MAX_BULK_ACTION,
+  MAX_OPERATION_ID_PREFIX,
   OPERATION_DEFER_REASONS,
   OPERATION_OPS,
   OPERATION_OUTCOME_KINDS,
@@ -404,6 +405,11 @@ export async function finalizeOperation(
 /** `dueOperations` (service principals): live operations due now with no live lease, oldest first; one connector's when named. */
 export function listDueOperations(input: { first: number; connectorName?: string | null }, ctx: GraphQLContext): Promise<ConnectorOperation[]> {
   return operations.listDueOperations(ctx.store, { limit: input.first, connectorName: input.connectorName ?? undefined });
+}
+
+/** `operationsByIDPrefix`: a service's lookup of idempotency keys by their start (every caller's), in key order. */
+export function listOperationsByIDPrefix(input: { prefix: string; first: number }, ctx: GraphQLContext): Promise<ConnectorOperation[]> {
+  return operations.listOperationsByIDPrefix(ctx.store, input);
 }
 
 /** `resumeDeferred`: a service resumes any owner's work; a user only their own. */

@@ -19,6 +19,9 @@ import { classifyDatabaseError } from '../src/store/errors.js';
 import { canSeeOperation, canSeeOwned, viewerDID } from './viewer.js';
 import { sweepReceiptMatches, type SweepReceiptFilterArgs } from './sweeps.js';
 import type { WatchFilterArgs } from './watches.js';
+import { storeChangeFor, type StoreChange, type StoreChangeSubject } from '../src/store/store-changes.js';
+
+export type { StoreChange } from '../src/store/store-changes.js';
 
 /**
  * Events a subscriber may have waiting. Past it, waiting events of the same
@@ -293,4 +296,18 @@ export function watchChanged(nodeKey: string, ctx: GraphQLContext, loader: NodeL
 /** `watchesChanged`: every committed change of a visible watch matching the filter. */
 export function watchesChanged(filter: WatchFilterArgs | null | undefined, ctx: GraphQLContext, loader: NodeLoaderOf<ProjectionWatch>) {
   return changeStream(ctx, { kind: 'watch', load: changedWatch(loader), accept: watchMatches(filter) });
+}
+
+/**
+ * `storeChanged`: changes not delivered node by node (retention, backlog
+ * samples, migrations), one event per subject and reason however many rows
+ * went, only those meant for this viewer (src/store/store-changes.ts).
+ * Events waiting for a slow reader merge: a burst is one re-read.
+ */
+export function storeChanged(subjects: readonly StoreChangeSubject[] | null | undefined, ctx: GraphQLContext) {
+  return changeStream<StoreChange>(ctx, {
+    kind: 'store',
+    load: async (event) => storeChangeFor(ctx.viewer, event, ctx.store.now()),
+    accept: (change) => subjects == null || subjects.includes(change.subject),
+  });
 }

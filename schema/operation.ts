@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import * as resolve from '../resolvers/operations.js';
 import {
+  MAX_OPERATION_ID_PREFIX,
   OPERATION_OPS,
   OPERATION_OUTCOME_KINDS,
   OPERATION_STATES,
@@ -351,6 +352,27 @@ builder.queryFields((t) => ({
     },
     complexity: firstComplexity,
     resolve: (_root, args, ctx) => resolve.listDueOperations({ first: args.first ?? DEFAULT_PAGE_SIZE, connectorName: args.connectorName }, ctx),
+  }),
+  operationsByIDPrefix: t.field({
+    type: [ConnectorOperation],
+    description:
+      'Operations whose idempotency key (`operationID`) starts with `prefix`, case-sensitive, every caller’s, in key order then caller (service principals only: the console’s search offers them as you type). Read as one range of an index in code-point order, however many operations there are.',
+    authScopes: { service: true },
+    args: {
+      prefix: t.arg.string({
+        required: true,
+        validate: z.string().min(1).max(MAX_OPERATION_ID_PREFIX),
+        description: `The start of the key: 1 to ${MAX_OPERATION_ID_PREFIX} characters.`,
+      }),
+      first: t.arg.int({
+        required: false,
+        defaultValue: 10,
+        validate: z.number().int().min(1).max(MAX_PAGE_SIZE),
+        description: `At most this many operations (1 to ${MAX_PAGE_SIZE}; default 10).`,
+      }),
+    },
+    complexity: firstComplexity,
+    resolve: (_root, args, ctx) => resolve.listOperationsByIDPrefix({ prefix: args.prefix, first: args.first ?? 10 }, ctx),
   }),
   operationByKey: t.field({
     type: ConnectorOperation,

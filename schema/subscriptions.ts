@@ -13,6 +13,35 @@ import { builder } from './builder.js';
 import { ConnectorOperation, OperationFilter } from './operation.js';
 import { SweepReceipt, SweepReceiptFilter } from './sweep.js';
 import { ProjectionWatch, WatchFilter } from './watch.js';
+import type { StoreChange as StoreChangeShape } from '../resolvers/subscriptions.js';
+
+const StoreChangeSubject = builder.enumType('StoreChangeSubject', {
+  description: 'Which rows a store change touched: re-read the views that show them.',
+  values: {
+    OPERATIONS: { description: 'Operations: lists, counts and details (e.g. retention deleted finished ones).' },
+    SWEEP_RECEIPTS: { description: 'Sweep receipts and their candidates’ counts.' },
+    BACKLOG: { description: 'The due backlog over time (`operationActivity.buckets.dueBacklog`); told to service principals only.' },
+  } as const,
+});
+
+const StoreChangeReason = builder.enumType('StoreChangeReason', {
+  description: 'Why the store changed without a node-by-node event.',
+  values: {
+    RETENTION: { description: 'Retention deleted rows past their window (IDEMPOTENCY_WINDOW_MS, DEAD_RETENTION_MS): the server’s job or `npm run retention`.' },
+    BACKLOG_SAMPLED: { description: 'The due backlog was sampled (BACKLOG_SAMPLE_INTERVAL_MS).' },
+    MIGRATION: { description: 'Migrations were applied (a server’s start or `npm run migrate`); they may have rewritten rows of any subject.' },
+  } as const,
+});
+
+const StoreChange = builder.objectRef<StoreChangeShape>('StoreChange').implement({
+  description:
+    'Rows of a subject changed in a way not delivered node by node: one event however many rows went, and only when some of them were yours (or for every viewer: migrations; services: the backlog). Re-read what you show.',
+  fields: (t) => ({
+    subject: t.field({ type: StoreChangeSubject, description: 'Which rows changed.', resolve: (change) => change.subject }),
+    reason: t.field({ type: StoreChangeReason, description: 'Why.', resolve: (change) => change.reason }),
+    at: t.field({ type: 'DateTime', description: 'When this server delivered it.', resolve: (change) => new Date(change.at) }),
+  }),
+});
 
 builder.subscriptionType({
   description:
@@ -67,5 +96,14 @@ builder.subscriptionFields((t) => ({
     args: { filter: t.arg({ type: SweepReceiptFilter, required: false, description: 'Which receipts; omitted: every visible one.' }) },
     subscribe: (_root, args, ctx) => resolve.sweepReceiptsChanged(args.filter, ctx, () => SweepReceipt.getDataloader(ctx)),
     resolve: (receipt: ReceiptShape) => receipt,
+  }),
+  storeChanged: t.field({
+    type: StoreChange,
+    description:
+      'Changes not delivered node by node (retention, backlog samples, migrations): one event per subject and reason however many rows went, only when rows you may see went. Events a slow reader has not taken yet merge.',
+    authScopes: { authenticated: true },
+    args: { subjects: t.arg({ type: [StoreChangeSubject], required: false, description: 'Which subjects; omitted: all.' }) },
+    subscribe: (_root, args, ctx) => resolve.storeChanged(args.subjects, ctx),
+    resolve: (change: StoreChangeShape) => change,
   }),
 }));

@@ -186,7 +186,7 @@ function View({ route, viewer }: { route: ReturnType<typeof useRoute>; viewer: V
     case 'sweeps':
       return id ? <SweepDetail key={id} id={id} route={route} /> : <Sweeps route={route} />;
     case 'search':
-      return <Search key={route.params.get('q') ?? ''} route={route} />;
+      return <Search key={route.params.get('q') ?? ''} route={route} viewer={viewer} />;
     default:
       return (
         <div className="state state-empty">

@@ -5,7 +5,12 @@
  */
 import { useEffect, useRef } from 'react';
 import { useSubscription } from 'urql';
-import { ConsoleOperationsChangedDocument, type ConsoleOperationRowFragment } from '../../client/generated/graphql';
+import {
+  ConsoleOperationsChangedDocument,
+  ConsoleStoreChangedDocument,
+  type ConsoleOperationRowFragment,
+  type StoreChangeSubject,
+} from '../../client/generated/graphql';
 
 /** Calls `run` at most once per `ms`, trailing: a burst of events gives one call soon after the last. */
 export function useThrottle(run: () => void, ms: number): () => void {
@@ -40,8 +45,26 @@ export function useOperationChanges(onChange: (operation: ConsoleOperationRowFra
   });
 }
 
-/** Re-reads (via `refetch`) when any visible operation changes, at most twice a second. */
+/**
+ * Changes of `subjects` not delivered node by node (retention deleting
+ * operations, a backlog sample, a migration) to `onChange`: re-read what the
+ * view shows. Unfiltered, like useOperationChanges: one subscription for the
+ * whole browser, each view picking its subjects.
+ */
+export function useStoreChanges(subjects: readonly StoreChangeSubject[], onChange: () => void): void {
+  const handler = useRef(onChange);
+  handler.current = onChange;
+  const wanted = useRef(subjects);
+  wanted.current = subjects;
+  useSubscription({ query: ConsoleStoreChangedDocument }, (_previous, event) => {
+    if (wanted.current.includes(event.storeChanged.subject)) handler.current();
+    return event;
+  });
+}
+
+/** Re-reads (via `refetch`) when any visible operation changes, or many did (retention), at most twice a second. */
 export function useLiveRefetch(refetch: () => void): void {
   const throttled = useThrottle(refetch, 500);
   useOperationChanges(throttled);
+  useStoreChanges(['OPERATIONS'], throttled);
 }

@@ -4,9 +4,13 @@
  * without it, it says what it would revert and changes nothing.
  */
 import { existsSync } from 'node:fs';
-import { checkConnection, openDatabase, parseDatabaseURL } from '../db/connect.js';
+import { checkConnection, openDatabase, parseDatabaseURL, type OpenDatabase } from '../db/connect.js';
 import { createMigrator, unwrapMigrationResult } from '../db/migrator.js';
-import { failureLine, usageError, wantsHelp, type Command } from './command.js';
+import { migrationEvents } from '../store/store-changes.js';
+import { publishFromOutside } from '../server/change-feed.js';
+import { changeOutboxExists } from '../store/change-outbox.js';
+import { createStoreContext } from '../store/context.js';
+import { failureLine, usageError, wantsHelp, type Command, type CommandIO } from './command.js';
 
 const ACTIONS = ['latest', 'up', 'down', 'status'] as const;
 const YES = new Set(['--yes', '-y']);
@@ -74,6 +78,7 @@ direct CHANGE_FEED_DATABASE_URL.
         const results = unwrapMigrationResult(await run);
         if (results.length === 0) io.stdout(`${target.display}: nothing to do\n`);
         for (const r of results) io.stdout(`${target.display}: ${r.direction.toLowerCase()} ${r.migrationName} ${r.status.toLowerCase()}\n`);
+        if (results.length > 0) await tellServers(open, io);
         return 0;
       } finally {
         await open.close();
@@ -84,3 +89,20 @@ direct CHANGE_FEED_DATABASE_URL.
     }
   },
 };
+
+/**
+ * Tells the servers on the database that migrations ran (`storeChanged`,
+ * reason MIGRATION), so open consoles re-read rows a data fix may have
+ * rewritten. A database reverted past the change outbox (SQLite) has no
+ * server of this version to tell; a failure to publish is a warning, not a
+ * failed migration.
+ */
+async function tellServers(open: OpenDatabase, io: CommandIO): Promise<void> {
+  const store = createStoreContext(open.db, open.dialect);
+  try {
+    if (open.dialect === 'sqlite' && !(await changeOutboxExists(store))) return;
+    await publishFromOutside(store, migrationEvents());
+  } catch (error) {
+    io.stderr(`migrate: applied, but could not tell running servers (their open pages re-read on their next change): ${error instanceof Error ? error.message : String(error)}\n`);
+  }
+}

@@ -4,6 +4,7 @@
  * configuration (IDEMPOTENCY_WINDOW_MS). Prints one line per job; exits 1 if
  * any failed.
  */
+import { publishFromOutside } from '../server/change-feed.js';
 import { runJobsOnce, serverJobs } from '../server/jobs.js';
 import { createLogger } from '../server/logger.js';
 import { createStoreContext } from '../store/context.js';
@@ -28,7 +29,8 @@ finished operations past IDEMPOTENCY_WINDOW_MS and of applied sweep candidates.
     try {
       return await withConfiguredDatabase(io.env, async (database, config) => {
         const store = createStoreContext(database.db, database.dialect);
-        const results = await runJobsOnce(store, createLogger('silent'), serverJobs(config.jobs));
+        // What it deleted reaches the subscribers of every server on the database.
+        const results = await runJobsOnce(store, createLogger('silent'), serverJobs(config.jobs, (events) => publishFromOutside(store, events)));
         for (const result of results) {
           const detail = result.ok ? JSON.stringify(result.summary) : `failed: ${result.error instanceof Error ? result.error.message : String(result.error)}`;
           io.stdout(`${result.name} (${result.durationMs} ms): ${detail}\n`);

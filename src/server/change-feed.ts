@@ -9,7 +9,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { sql } from 'kysely';
 import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener } from '../../resolvers/context.js';
-import { appendChangeOutbox, latestChangeOutboxSeq, pruneChangeOutbox, readChangeOutbox, sqliteDataVersion } from '../store/change-outbox.js';
+import { appendChangeOutbox, changeOutboxWrittenAt, latestChangeOutboxEntry, pruneChangeOutbox, readChangeOutbox, sqliteDataVersion } from '../store/change-outbox.js';
 import type { StoreContext } from '../store/context.js';
 
 /** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
@@ -60,7 +60,8 @@ export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): 
   const feed = createInProcessChangeFeed();
   const { store, logger } = options;
   const keepMs = options.keepMs ?? 60_000;
-  let lastSeq = await latestChangeOutboxSeq(store);
+  /** The last row delivered (or the newest at start): its number and when it was written. */
+  let last = await latestChangeOutboxEntry(store);
   let version = await sqliteDataVersion(store);
   let prunedAt = 0;
   let polling = false;
@@ -71,15 +72,19 @@ export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): 
     try {
       const now = await sqliteDataVersion(store);
       if (now !== version) {
-        version = now;
+        // `npm run migrate -- down` then `latest` recreates the outbox, numbering from 1 again: the
+        // last row read is then gone or another (one pruned away had nothing after it kept either).
+        if (last.seq > 0 && (await changeOutboxWrittenAt(store, last.seq)) !== last.createdAt) last = { seq: 0, createdAt: 0 };
         for (;;) {
-          const rows = await readChangeOutbox(store, lastSeq, OUTBOX_BATCH);
+          const rows = await readChangeOutbox(store, last.seq, OUTBOX_BATCH);
           for (const row of rows) {
-            lastSeq = row.seq;
+            last = { seq: row.seq, createdAt: row.createdAt };
             await feed.publish(decodePayload(row.payload));
           }
           if (rows.length < OUTBOX_BATCH) break;
         }
+        // Only once read: a failed read is tried again on the next poll, not skipped.
+        version = now;
       }
       if (Date.now() - prunedAt > keepMs) {
         prunedAt = Date.now();
@@ -162,7 +167,7 @@ export function reconnectDelay(attempt: number, baseMs: number, maxMs: number, r
 
 /** NOTIFY payloads are limited to 8000 bytes; node keys are ~22 characters, so batches stay far below. */
 const MAX_KEYS_PER_NOTIFY = 100;
-const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's', sweepReceipt: 'r' };
+const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's', sweepReceipt: 'r', store: 'S' };
 const KINDS_BY_CODE = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as ChangeKind]));
 
 /**

@@ -9,6 +9,8 @@
  * store's deletes take disjoint batches (SKIP LOCKED on Postgres), so nothing
  * here needs to be coordinated in process memory.
  */
+import type { ChangeEvent } from '../../resolvers/context.js';
+import { storeChangeEvent, storeChangeEventsFor } from '../store/store-changes.js';
 import type { StoreContext } from '../store/context.js';
 import { sampleDueBacklog } from '../store/activity/index.js';
 import { deleteExpiredPendingAuth } from '../store/pending-auth/index.js';
@@ -28,12 +30,20 @@ export type JobRunResult =
   | { name: string; ok: false; durationMs: number; error: unknown };
 
 /**
+ * Tells subscribers what a job changed, after it committed: the server's
+ * change feed, or `publishFromOutside` when the job runs in the CLI.
+ */
+export type PublishChanges = (events: readonly ChangeEvent[]) => Promise<void>;
+
+/**
  * The server's jobs: first the pending-authorization expiry sweep (strict
  * `expires_at < now`), then retention (finished operations past
  * `idempotencyWindowMs`, expired authorizations the sweep raced with, settled
- * sweep candidates of committed receipts).
+ * sweep candidates of committed receipts). Retention publishes one
+ * `storeChanged` event per subject and DID whose rows went (never one per
+ * row); expired authorizations are shown nowhere, so their sweep publishes nothing.
  */
-export function serverJobs(jobs: Pick<ServerConfig['jobs'], 'idempotencyWindowMs' | 'deadRetentionMs'>): BackgroundJob[] {
+export function serverJobs(jobs: Pick<ServerConfig['jobs'], 'idempotencyWindowMs' | 'deadRetentionMs'>, publish: PublishChanges): BackgroundJob[] {
   return [
     {
       name: 'pending-auth-expiry',
@@ -42,8 +52,13 @@ export function serverJobs(jobs: Pick<ServerConfig['jobs'], 'idempotencyWindowMs
     {
       name: 'retention',
       run: async (store) => {
-        const result = await runRetention(store, { idempotencyWindowMs: jobs.idempotencyWindowMs, deadRetentionMs: jobs.deadRetentionMs });
-        return { ...result };
+        const { touched, ...counts } = await runRetention(store, { idempotencyWindowMs: jobs.idempotencyWindowMs, deadRetentionMs: jobs.deadRetentionMs });
+        const events = [
+          ...storeChangeEventsFor('OPERATIONS', 'RETENTION', touched.operations),
+          ...storeChangeEventsFor('SWEEP_RECEIPTS', 'RETENTION', touched.sweepReceipts),
+        ];
+        if (events.length > 0) await publish(events);
+        return { ...counts };
       },
     },
   ];
@@ -51,15 +66,18 @@ export function serverJobs(jobs: Pick<ServerConfig['jobs'], 'idempotencyWindowMs
 
 /**
  * The due-backlog sampler: one sample per slot of `intervalMs` (the first
- * replica to reach a slot takes it; the others find it taken). Scheduled
+ * replica to reach a slot takes it; the others find it taken). A sample
+ * taken is published to services' `storeChanged` (BACKLOG). Scheduled
  * five times a slot ({@link backlogSamplerTickMs}), so a slow tick or a
  * replica restart does not leave a slot empty.
  */
-export function backlogSamplerJob(intervalMs: number): BackgroundJob {
+export function backlogSamplerJob(intervalMs: number, publish: PublishChanges): BackgroundJob {
   return {
     name: 'backlog-sample',
     run: async (store) => {
       const result = await sampleDueBacklog(store, intervalMs);
+      // The backlog is store-wide: only services are shown it (and told of a new sample).
+      if (result.sampled) await publish([storeChangeEvent('BACKLOG', 'BACKLOG_SAMPLED', { services: true })]);
       // Only counts are summarised as "changed": a sample taken is 1, a slot already taken 0.
       return result.sampled ? { sampled: 1, due: result.due, capped: result.capped } : { sampled: 0 };
     },

@@ -14,6 +14,7 @@ import { CompiledQuery } from 'kysely';
 import { createServerApp } from './app.js';
 import { loadConsoleBuild, type ConsoleBuild } from './console-build.js';
 import { createPostgresRateLimiter } from './rate-limit.js';
+import { migrationEvents } from '../store/store-changes.js';
 import { createPostgresChangeFeed, createSQLiteChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
@@ -93,6 +94,8 @@ async function main(): Promise<void> {
         })
       : // SQLite: in process, plus what other processes (the operator CLI) record in the change outbox.
         await createSQLiteChangeFeed({ store: createStoreContext(database.db, database.dialect), logger });
+  // Rows a migration rewrote: other replicas' open pages re-read (this one has no subscriber yet).
+  if (applied.length > 0) await changes.publish(migrationEvents());
   // RATE_LIMIT_STORE=postgres: every replica counts against one budget, at one upsert per request and limit.
   // The library names its prepared statements, which a transaction pooler cannot keep: behind one,
   // the counters get a small pool of their own on the direct URL.
@@ -174,13 +177,13 @@ async function main(): Promise<void> {
     store: createStoreContext(database.db, database.dialect),
     logger: logger.child({ component: 'jobs' }),
     intervalMs: config.jobs.retentionIntervalMs,
-    jobs: serverJobs(config.jobs),
+    jobs: serverJobs(config.jobs, (events) => changes.publish(events)),
   });
   const sampler = startBackgroundJobs({
     store: createStoreContext(database.db, database.dialect),
     logger: logger.child({ component: 'jobs' }),
     intervalMs: backlogSamplerTickMs(config.jobs.backlogSampleIntervalMs),
-    jobs: [backlogSamplerJob(config.jobs.backlogSampleIntervalMs)],
+    jobs: [backlogSamplerJob(config.jobs.backlogSampleIntervalMs, (events) => changes.publish(events))],
   });
   if (shouldPrintDevelopmentBanner(config)) {
     // Human-readable and carrying a token: stderr, never the JSON log.

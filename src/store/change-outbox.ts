@@ -9,9 +9,10 @@ import type { StoreContext } from './context.js';
 
 const OUTBOX = 'kubun_connector_change_outbox';
 
-/** One outbox row: its sequence number and its encoded events. */
+/** One outbox row: its sequence number, when it was written (ms epoch) and its encoded events. */
 export interface OutboxEntry {
   seq: number;
+  createdAt: number;
   payload: string;
 }
 
@@ -22,13 +23,20 @@ export async function appendChangeOutbox(store: StoreContext, payload: string): 
 
 /** Rows after `afterSeq`, oldest first, at most `limit`. */
 export async function readChangeOutbox(store: StoreContext, afterSeq: number, limit: number): Promise<OutboxEntry[]> {
-  return store.db.selectFrom(OUTBOX).select(['seq', 'payload']).where('seq', '>', afterSeq).orderBy('seq').limit(limit).execute();
+  const rows = await store.db.selectFrom(OUTBOX).select(['seq', 'created_at', 'payload']).where('seq', '>', afterSeq).orderBy('seq').limit(limit).execute();
+  return rows.map((row) => ({ seq: Number(row.seq), createdAt: Number(row.created_at), payload: row.payload }));
 }
 
-/** The newest row's sequence number (0 when there is none): where a reader that starts now begins. */
-export async function latestChangeOutboxSeq(store: StoreContext): Promise<number> {
-  const row = await store.db.selectFrom(OUTBOX).select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
-  return Number(row?.seq ?? 0);
+/** The newest row's number and time (`{ seq: 0, createdAt: 0 }` when there is none): where a reader that starts now begins. */
+export async function latestChangeOutboxEntry(store: StoreContext): Promise<{ seq: number; createdAt: number }> {
+  const row = await store.db.selectFrom(OUTBOX).select(['seq', 'created_at']).orderBy('seq', 'desc').limit(1).executeTakeFirst();
+  return row === undefined ? { seq: 0, createdAt: 0 } : { seq: Number(row.seq), createdAt: Number(row.created_at) };
+}
+
+/** When row `seq` was written; undefined when there is no such row (pruned, or the table was recreated). */
+export async function changeOutboxWrittenAt(store: StoreContext, seq: number): Promise<number | undefined> {
+  const row = await store.db.selectFrom(OUTBOX).select('created_at').where('seq', '=', seq).executeTakeFirst();
+  return row === undefined ? undefined : Number(row.created_at);
 }
 
 /** Deletes rows written before `before` (ms epoch). */
@@ -44,4 +52,10 @@ export async function pruneChangeOutbox(store: StoreContext, before: number): Pr
 export async function sqliteDataVersion(store: StoreContext): Promise<number> {
   const { rows } = await sql<{ data_version: number }>`pragma data_version`.execute(store.db);
   return Number(rows[0]?.data_version ?? 0);
+}
+
+/** Whether the outbox table exists (a database reverted below migration 0014 has none, and no server that reads it). */
+export async function changeOutboxExists(store: StoreContext): Promise<boolean> {
+  const { rows } = await sql<{ name: string }>`select name from sqlite_master where type = 'table' and name = ${OUTBOX}`.execute(store.db);
+  return rows.length > 0;
 }

@@ -66,7 +66,7 @@ const INDEXES = [
   'idx_connector_operation_activity_hour',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox', '0015-operation-id-prefix-index'];
 
 interface Introspected {
   tables: string[];
@@ -180,6 +180,8 @@ for (const dialect of testDialects()) {
       }
       const indexes = await shape.indexes();
       for (const name of INDEXES) expect(indexes).toContain(name);
+      // Operation IDs in byte order for prefix reads (migration 0015): Postgres only; SQLite's BINARY index already is.
+      if (dialect === 'postgres') expect(indexes).toContain('idx_connector_operation_operation_id_bytes');
     });
 
     it('reports every migration as applied and a second run as a no-op', async () => {

@@ -347,6 +347,9 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect(byOwner.some((s) => s.title.includes('Operations this DID owns') && s.rows.length > 0)).toBe(true);
       expect(await search('no-such-thing-anywhere')).toEqual([]);
       expect(await page.$eval('[data-testid=search-results]', (el) => el.textContent ?? '')).toContain('Nothing you may see');
+      // A user (the demo's owner) is offered no prefix matches (a service is: operationsByIDPrefix), and is told so.
+      expect(await search('demo-event-')).toEqual([]);
+      expect(await page.$eval('[data-testid=search-results]', (el) => el.textContent ?? '')).toContain('(search matches whole IDs)');
       // A result opens its operation.
       await search('demo-event-invalid-recurrence-create');
       await page.click('[data-testid=search-section] a');

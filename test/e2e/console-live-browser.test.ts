@@ -496,7 +496,7 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         }
         const open = ['12 tabs', '30 navigations', 'GraphiQL', 'two restarts'];
 
-        // All tabs but one (the operations list: one subscription) closed: ~3 s later the browser holds at most one
+        // All tabs but one (the operations list: two subscriptions) closed: ~3 s later the browser holds at most one
         // stream, and the server has let go of the closed tabs' subscriptions.
         streams.setPhase('one tab left');
         for (const other of tabs) if (other !== kept) await other.close();
@@ -514,7 +514,7 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         expect(streams.max('streams', open), `no event stream was ever open while the tabs were (${streams.summary()})`).toBeGreaterThanOrEqual(1);
         expect(streams.max('subscriptions', open), `the server never counted an SSE subscription while the tabs were open (${streams.summary()})`).toBeGreaterThanOrEqual(1);
         expect(streams.max('streams'), `most event streams open at once (${streams.summary()}; streams opened: ${proxy.opened().join('; ')})`).toBeLessThanOrEqual(2);
-        expect(afterClosing, `event streams and SSE subscriptions ~3 s after closing all tabs but one, whose view holds one subscription (${streams.summary()}; streams opened: ${proxy.opened().join('; ')})`).toEqual({ streams: expect.toBeOneOf([0, 1]), subscriptions: expect.toBeOneOf([0, 1]) });
+        expect(afterClosing, `event streams and SSE subscriptions ~3 s after closing all tabs but one, whose view holds two subscriptions (${streams.summary()}; streams opened: ${proxy.opened().join('; ')})`).toEqual({ streams: expect.toBeOneOf([0, 1]), subscriptions: expect.toBeOneOf([0, 2]) });
       } finally {
         await streams.stop();
         // The tabs first: left open, they would keep knocking on the closed proxy.
@@ -644,12 +644,12 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
   });
 
   // Once, on the first dialect (the hub's behaviour does not depend on it): a server whose per-viewer cap is 2.
-  describe.each(dialects.slice(0, 1))('%s, MAX_SUBSCRIPTIONS_PER_VIEWER=2', (dialect) => {
+  describe.each(dialects.slice(0, 1))('%s, MAX_SUBSCRIPTIONS_PER_VIEWER=3', (dialect) => {
     let demo: DemoServer | undefined;
     let context: BrowserContext | undefined;
 
     beforeAll(async () => {
-      demo = await startDemoServer(dialect, { audience: AUDIENCE, name: 'console_cap', env: { MAX_SUBSCRIPTIONS_PER_VIEWER: '2' } });
+      demo = await startDemoServer(dialect, { audience: AUDIENCE, name: 'console_cap', env: { MAX_SUBSCRIPTIONS_PER_VIEWER: '3' } });
       context = await browser().createBrowserContext();
     }, 90_000);
     afterAll(async () => {
@@ -666,7 +666,8 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         await page.waitForSelector(ready, { timeout: 15_000 });
         return page;
       };
-      // Six tabs on the overview and on filtered and unfiltered operation lists: one subscription on the server.
+      // Six tabs on the overview and on filtered and unfiltered operation lists: two subscriptions on the server
+      // (every view's operationsChanged and storeChanged, both unfiltered).
       const shared = [
         await tabOn('/console/', VIEWS.overview.ready),
         await tabOn('/console/operations?state=ATTEMPTED', '[data-testid=operations-table]'),
@@ -676,27 +677,27 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
         await tabOn('/console/', VIEWS.overview.ready),
       ];
       for (const page of shared) await waitForStatus(page, ['live'], 5_000);
-      expect(await openSSESubscriptions(origin)).toBe(1);
+      expect(await openSSESubscriptions(origin)).toBe(2);
 
       const { status, body } = await postGraphQL<{ operations: { edges: { node: { id: string } }[] } }>(demo!.servers.server, demo!.localToken, '{ operations(first: 2, filter: { states: [ATTEMPTED] }) { edges { node { id } } } }');
       expect(status).toBe(200);
       const [first, second] = body.data!.operations.edges.map((edge) => edge.node.id);
-      // A detail page holds a subscription of its own: the second one fits, the third is refused.
+      // A detail page holds a subscription of its own: the first one fits, the second is refused.
       const fits = await tabOn(`/console/operations/${encodeURIComponent(first!)}`, '[data-testid=operation-now]');
       await waitForStatus(fits, ['live'], 5_000);
       const refused = await tabOn(`/console/operations/${encodeURIComponent(second!)}`, '[data-testid=operation-now]');
       await waitForStatus(refused, ['limited'], 5_000);
       const notice = await refused.$eval('[data-testid=live-refused]', (el) => el.textContent ?? '');
-      expect(notice).toMatch(/too many open subscriptions \(at most 2 per viewer\)/);
+      expect(notice).toMatch(/too many open subscriptions \(at most 3 per viewer\)/);
       expect(notice).toMatch(/re-reads every 5 s/);
       // Not silently stale: it re-reads by itself (background pages draw nothing, but their timers run).
       let rereads = 0;
       refused.on('request', (request) => void (request.method() === 'POST' && request.url().endsWith('/graphql') && rereads++));
       await sleep(6_500);
       expect(rereads).toBeGreaterThanOrEqual(1);
-      // The others are unaffected, and the server holds two subscriptions, one stream.
+      // The others are unaffected, and the server holds three subscriptions, one stream.
       for (const page of [...shared, fits]) expect(await statusOf(page)).toBe('live');
-      expect(await openSSESubscriptions(origin)).toBe(2);
+      expect(await openSSESubscriptions(origin)).toBe(3);
       expect(await serverEventStreams(origin)).toBe(1);
       await refused.bringToFront();
       await refused.screenshot({ path: join(SCREENSHOTS, 'console-live-refused.png') });

@@ -92,6 +92,24 @@ describeGraphQL('graphql due work', (suite) => {
     });
   });
 
+  it('operationsByIDPrefix: a service finds every caller’s keys that start with the text, in key order; a user is refused; bad input is BAD_USER_INPUT', async () => {
+    const PREFIX = `query($prefix: String!, $first: Int) { operationsByIDPrefix(prefix: $prefix, first: $first) { id operationID } }`;
+    const keys = ['inv-2', 'inv-10', 'inv-1', 'invoice', 'other'];
+    const seeded = new Map<string, string>();
+    for (const operationID of keys) seeded.set(operationID, (await seedClaim(suite, { operationID })).id);
+    const service = await suite.gql(PREFIX, { prefix: 'inv-' }, { as: 'worker' });
+    expect(service.errors).toBeUndefined();
+    expect(service.data.operationsByIDPrefix).toEqual(['inv-1', 'inv-10', 'inv-2'].map((operationID) => ({ id: seeded.get(operationID), operationID })));
+    expect((await suite.gql(PREFIX, { prefix: 'inv', first: 2 }, { as: 'worker' })).data.operationsByIDPrefix).toHaveLength(2);
+    const user = await suite.gql(PREFIX, { prefix: 'inv-' }, { as: 'alice' });
+    expect(user.data).toBeNull();
+    expect(user.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    for (const variables of [{ prefix: '' }, { prefix: 'x'.repeat(257) }, { prefix: 'inv', first: 0 }, { prefix: 'inv', first: 101 }]) {
+      const bad = await suite.gql(PREFIX, variables, { as: 'worker' });
+      expect(bad.errors?.[0]?.extensions?.code, JSON.stringify(variables)).toBe('BAD_USER_INPUT');
+    }
+  });
+
   it('refuses a page size outside 1..100', async () => {
     for (const first of [0, 101]) {
       const res = await suite.gql(DUE, { first }, { as: 'worker' });

@@ -1,11 +1,18 @@
 import { expect, it } from 'vitest';
 import { DEFAULT_DEAD_RETENTION_MS, DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../../src/store/retention/index.js';
 import { backlogSamplerJob, backlogSamplerTickMs, runJobsOnce, serverJobs, startBackgroundJobs, type BackgroundJob } from '../../src/server/jobs.js';
+import type { ChangeEvent } from '../../resolvers/context.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { countRows, insertCandidateRow, insertOperationRow, insertPendingAuthRow, insertReceiptRow } from '../helpers/row-fixtures.js';
 import { captureLogs } from './log-capture.js';
 
 const HOUR = 60 * 60 * 1000;
+/** A publish that keeps what it was given (the server passes its change feed's). */
+function recordPublished(): { publish: (events: readonly ChangeEvent[]) => Promise<void>; published: ChangeEvent[] } {
+  const published: ChangeEvent[] = [];
+  return { publish: async (events) => void published.push(...events), published };
+}
+const ignore = async () => {};
 const jobConfig = { retentionIntervalMs: 60_000, idempotencyWindowMs: DEFAULT_IDEMPOTENCY_WINDOW_MS, deadRetentionMs: DEFAULT_DEAD_RETENTION_MS };
 
 /** Waits until `done()` holds, polling; fails after `ms`. */
@@ -22,9 +29,13 @@ describeEachDialect('background jobs', (suite) => {
     const { store, clock } = suite;
     await insertOperationRow(store, { state: 'attempted', next_attempt_at: clock.now() - 1, lease_token: null, lease_expires_at: null });
     const logs = captureLogs();
-    const job = backlogSamplerJob(300_000);
+    const { publish, published } = recordPublished();
+    const job = backlogSamplerJob(300_000, publish);
     expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ name: 'backlog-sample', ok: true, summary: { sampled: 1, due: 1, capped: false } });
+    // A sample taken is told to services (the backlog is store-wide); a slot found taken publishes nothing.
+    expect(published).toEqual([{ kind: 'store', nodeKey: 'BACKLOG/BACKLOG_SAMPLED/@services' }]);
     expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ ok: true, summary: { sampled: 0 } });
+    expect(published).toHaveLength(1);
     clock.advance(300_000);
     expect((await runJobsOnce(store, logs.logger, [job]))[0]).toMatchObject({ ok: true, summary: { sampled: 1 } });
     expect(await countRows(store, 'kubun_connector_backlog_sample')).toBe(2);
@@ -53,7 +64,8 @@ describeEachDialect('background jobs', (suite) => {
     await insertCandidateRow(store, { document_id: 'pending', provenance: receipt.provenance, state: 'pending' });
 
     const logs = captureLogs();
-    const results = await runJobsOnce(store, logs.logger, serverJobs(jobConfig));
+    const { publish, published } = recordPublished();
+    const results = await runJobsOnce(store, logs.logger, serverJobs(jobConfig, publish));
 
     expect(results.map((r) => [r.name, r.ok])).toEqual([
       ['pending-auth-expiry', true],
@@ -71,6 +83,13 @@ describeEachDialect('background jobs', (suite) => {
     const states = await store.db.selectFrom('kubun_connector_pending_auth').select('state').orderBy('state').execute();
     expect(states.map((r) => r.state)).toEqual(['expires-now', 'fresh']);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(1);
+    // One event per subject and DID whose rows went, not one per row; the summary logs counts only.
+    const dids = new Set([oldCommitted.caller_did, oldCommitted.owner_did, oldDead.caller_did, oldDead.owner_did]);
+    expect(published).toEqual([
+      ...[...dids].map((did) => ({ kind: 'store', nodeKey: `OPERATIONS/RETENTION/${did}` })),
+      { kind: 'store', nodeKey: `SWEEP_RECEIPTS/RETENTION/${receipt.owner_did}` },
+    ]);
+    expect(results[1]).not.toHaveProperty('summary.touched');
 
     const done = logs.entries().filter((e) => e.msg === 'background job done');
     expect(done.map((e) => e.job)).toEqual(['pending-auth-expiry', 'retention']);
@@ -81,7 +100,7 @@ describeEachDialect('background jobs', (suite) => {
     const { store, clock } = suite;
     await insertOperationRow(store, { state: 'committed', updated_at: clock.now() - 2 * HOUR });
     await insertOperationRow(store, { state: 'committed', updated_at: clock.now() - HOUR / 2 });
-    const [, retention] = await runJobsOnce(store, captureLogs().logger, serverJobs({ ...jobConfig, idempotencyWindowMs: HOUR }));
+    const [, retention] = await runJobsOnce(store, captureLogs().logger, serverJobs({ ...jobConfig, idempotencyWindowMs: HOUR }, ignore));
     expect(retention).toMatchObject({ ok: true, summary: { operations: 1 } });
     expect(await countRows(store, 'kubun_connector_operation')).toBe(1);
   });
@@ -97,7 +116,7 @@ describeEachDialect('background jobs', (suite) => {
       },
     };
     const logs = captureLogs();
-    const jobs = startBackgroundJobs({ store, logger: logs.logger, intervalMs: 10, jobs: [failing, ...serverJobs(jobConfig)] });
+    const jobs = startBackgroundJobs({ store, logger: logs.logger, intervalMs: 10, jobs: [failing, ...serverJobs(jobConfig, ignore)] });
     try {
       // The first tick fails, then the expiry sweep deletes what exists; a row
       // added after it is deleted by a later tick, so the schedule survived.

@@ -23,7 +23,17 @@ describeEachDialect('retention', (suite) => {
     const fresh = await insertOperationRow(store, { state: 'dead', updated_at: now });
 
     const result = await runRetention(store);
-    expect(result).toEqual({ operations: 1, deadOperations: 0, pendingAuthorizations: 0, sweepCandidates: 0, requestKeys: 0, activityRows: 0, complete: true });
+    expect(result).toEqual({
+      operations: 1,
+      deadOperations: 0,
+      pendingAuthorizations: 0,
+      sweepCandidates: 0,
+      requestKeys: 0,
+      activityRows: 0,
+      complete: true,
+      // Whose views changed: the deleted operation's caller and owner, nobody else's.
+      touched: { operations: new Set([old.caller_did, old.owner_did]), sweepReceipts: new Set() },
+    });
     const left = await store.db.selectFrom('kubun_connector_operation').select('operation_id').orderBy('operation_id').execute();
     expect(left.map((r) => r.operation_id).sort()).toEqual([boundary.operation_id, fresh.operation_id].sort());
     expect(left.map((r) => r.operation_id)).not.toContain(old.operation_id);
@@ -81,7 +91,8 @@ describeEachDialect('retention', (suite) => {
     }
 
     const result = await runRetention(store, { batchSize: 2 });
-    expect(result).toEqual({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, requestKeys: 0, activityRows: 0, complete: true });
+    expect(result).toMatchObject({ operations: 5, deadOperations: 0, pendingAuthorizations: 5, sweepCandidates: 5, requestKeys: 0, activityRows: 0, complete: true });
+    expect(result.touched.sweepReceipts).toEqual(new Set([receipt.owner_did]));
     expect(await countRows(store, 'kubun_connector_operation')).toBe(0);
     expect(await countRows(store, 'kubun_connector_pending_auth')).toBe(0);
     expect(await countRows(store, 'kubun_connector_sweep_candidate')).toBe(0);

@@ -14,7 +14,7 @@
 import { useEffect, useRef, useState, type ReactNode, type RefObject } from 'react';
 import { useQuery } from 'urql';
 import { ActivityWindow, ConsoleActivityDocument, type ConsoleActivityQuery } from '../../../client/generated/graphql';
-import { useOperationChanges, useThrottle } from '../live';
+import { useOperationChanges, useStoreChanges, useThrottle } from '../live';
 import { Link, useRoute, withParams } from '../router';
 import { ErrorState, Loading } from '../ui';
 
@@ -78,6 +78,8 @@ export function ActivityCharts() {
   const [result, refetch] = useQuery({ query: ConsoleActivityDocument, variables: { window }, requestPolicy: 'cache-and-network' });
   const reread = useThrottle(() => refetch({ requestPolicy: 'network-only' }), 5_000);
   useOperationChanges(reread);
+  // A backlog sample taken (services only) is a new point; a migration may rewrite counters.
+  useStoreChanges(['BACKLOG', 'OPERATIONS'], reread);
   const [asTable, setAsTable] = useState(false);
   const { data, fetching, error } = result;
 

@@ -19,7 +19,7 @@ import {
   type ConnectorOperationFieldsFragment,
   type OperationAttemptFieldsFragment,
 } from '../../../client/generated/graphql';
-import { useThrottle } from '../live';
+import { useStoreChanges, useThrottle } from '../live';
 import { Link } from '../router';
 import { Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time } from '../ui';
 import type { Viewer } from '../session';
@@ -33,6 +33,8 @@ export function OperationDetail({ id, viewer }: { id: string; viewer: Viewer }) 
     reread();
     return event;
   });
+  // Retention may have deleted it (the page then says so), or a migration rewrote it.
+  useStoreChanges(['OPERATIONS'], reread);
   const { data, fetching, error } = result;
   if (data === undefined && fetching) return <Loading what="the operation" />;
   if (data === undefined && error !== undefined) return <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />;

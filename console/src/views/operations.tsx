@@ -16,7 +16,7 @@ import {
   type ConsoleOperationRowFragment,
   type OperationFilter,
 } from '../../../client/generated/graphql';
-import { useOperationChanges, useThrottle } from '../live';
+import { useOperationChanges, useStoreChanges, useThrottle } from '../live';
 import { BulkActions } from './bulk-actions';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
@@ -119,6 +119,8 @@ export function Operations({ route }: { route: Route }) {
     else if (firstPage && !filtered) setArrived((map) => new Map(map).set(operation.id, operation));
     else if (firstPage) reread();
   });
+  // Retention (or a migration) removed or rewrote operations: any page may have lost rows.
+  useStoreChanges(['OPERATIONS'], reread);
 
   const go = (next: Record<string, string | readonly string[] | undefined>) => {
     // A new filter starts again at the newest page.

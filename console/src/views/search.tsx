@@ -10,21 +10,31 @@ import { ConsoleSearchDocument, type ConsoleOperationRowFragment } from '../../.
 import { Link, withParams, type Route } from '../router';
 import { Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
 import { OperationName } from './operations';
+import type { Viewer } from '../session';
 
 /** Whether `text` is shaped like a DID (did:method:identifier), so it can be looked up as an owner. */
 export function looksLikeDID(text: string): boolean {
   return /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/.test(text);
 }
 
-export function Search({ route }: { route: Route }) {
+/** Keys starting with the text shown at most (one more is read, to say there are more). */
+const PREFIX_MATCHES = 10;
+
+export function Search({ route, viewer }: { route: Route; viewer: Viewer }) {
   const text = (route.params.get('q') ?? '').trim();
   const isDID = looksLikeDID(text);
   const [{ data, fetching, error }, refetch] = useQuery({
     query: ConsoleSearchDocument,
-    variables: { text, owner: isDID ? text : null, isDID },
+    variables: { text, owner: isDID ? text : null, isDID, isService: viewer.isService },
     pause: text === '',
   });
-  if (text === '') return <Empty>Type an operation ID (its idempotency key), a document ID or an owner’s DID in the search box above.</Empty>;
+  if (text === '')
+    return (
+      <Empty>
+        Type an exact operation ID (its idempotency key), document ID or owner’s DID in the search box above
+        {viewer.isService ? '; operation IDs that start with what you type are offered too' : ''}.
+      </Empty>
+    );
   if (data === undefined && fetching) return <Loading what={`“${text}”`} />;
   if (data === undefined && error !== undefined) return <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />;
   if (data === undefined) return null;
@@ -37,6 +47,12 @@ export function Search({ route }: { route: Route }) {
       withParams('/operations', { documentID: text }),
     ],
   ];
+  // Keys that start with the text, other than the text itself (those are the first section).
+  const startingWith = (data.byPrefix ?? []).filter((op) => op.operationID !== text);
+  if (startingWith.length > 0) {
+    const more = startingWith.length > PREFIX_MATCHES || (data.byPrefix?.length ?? 0) > PREFIX_MATCHES;
+    sections.push(['Operation IDs that start with this', startingWith.slice(0, PREFIX_MATCHES), more ? `the first ${PREFIX_MATCHES} in key order; type more to narrow` : `${startingWith.length} operation${startingWith.length === 1 ? '' : 's'}`, null]);
+  }
   if (data.byOwner != null) {
     sections.push(['Operations this DID owns', data.byOwner.edges.map((e) => e.node), total(data.byOwner.totalCount, data.byOwner.totalCountCapped, 'operation'), withParams('/operations', { ownerDID: text })]);
   }
@@ -49,7 +65,11 @@ export function Search({ route }: { route: Route }) {
         Search <span className="muted">“{text}”</span>
       </h2>
       {error !== undefined && <ErrorState error={error} />}
-      {!found && <Empty>Nothing you may see has this operation ID{isDID ? ', owner' : ''} or document ID.</Empty>}
+      {!found && (
+        <Empty>
+          Nothing you may see has exactly this operation ID{isDID ? ', owner' : ''} or document ID{viewer.isService ? ', and no operation ID starts with it' : ' (search matches whole IDs)'}.
+        </Empty>
+      )}
       {sections
         .filter(([, rows]) => rows.length > 0)
         .map(([title, rows, count, more]) => (

@@ -8,7 +8,7 @@
 import { useMemo } from 'react';
 import { useQuery, useSubscription } from 'urql';
 import { ConsoleSweepDocument, ConsoleSweepsDocument, SweepCandidateState, SweepProgressDocument, type SweepReceiptFilter } from '../../../client/generated/graphql';
-import { useThrottle } from '../live';
+import { useStoreChanges, useThrottle } from '../live';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
 import { Badge, DID, Empty, ErrorState, Fields, isValueOf, JSONValue, Loading, Time, total } from '../ui';
 
@@ -32,6 +32,8 @@ export function Sweeps({ route }: { route: Route }) {
     reread();
     return event;
   });
+  // Retention deleted settled candidates (counts change), or a migration ran.
+  useStoreChanges(['SWEEP_RECEIPTS'], reread);
   const show = (value: string) => navigate(withParams('/sweeps', { show: value === 'open' ? undefined : value, connector: params.get('connector'), partition: params.get('partition') }));
 
   return (
@@ -134,6 +136,8 @@ export function SweepDetail({ id, route }: { id: string; route: Route }) {
     reread();
     return event;
   });
+  // Retention deleted settled candidates (counts change), or a migration ran.
+  useStoreChanges(['SWEEP_RECEIPTS'], reread);
   if (data === undefined && fetching) return <Loading what="the sweep" />;
   if (data === undefined && error !== undefined) return <ErrorState error={error} retry={() => refetch({ requestPolicy: 'network-only' })} />;
   const receipt = data?.node?.__typename === 'SweepReceipt' ? data.node : null;

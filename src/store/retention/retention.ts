@@ -63,6 +63,12 @@ export interface RetentionResult {
   activityRows: number;
   /** False when `maxBatches` stopped a kind while its last batch was still full. */
   complete: boolean;
+  /**
+   * The DIDs whose views changed: callers and owners of the deleted
+   * operations, owners of the receipts whose candidates went. The server
+   * tells their subscribers (one event per DID, not per row).
+   */
+  touched: { operations: ReadonlySet<string>; sweepReceipts: ReadonlySet<string> };
 }
 
 /**
@@ -103,6 +109,8 @@ export async function runRetention(store: StoreContext, options: RetentionOption
   };
 
   // One state and cutoff per pass: each is a range of (state, updated_at) on its index.
+  const touchedOperations = new Set<string>();
+  const touchedSweepReceipts = new Set<string>();
   const finished = (state: (typeof TERMINAL_OPERATION_STATES)[number], cutoff: number) =>
     drain(async () => {
       const result = await store.db
@@ -117,8 +125,10 @@ export async function runRetention(store: StoreContext, options: RetentionOption
           if (postgres) keys = keys.forUpdate().skipLocked();
           return eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id'));
         })
-        .executeTakeFirst();
-      return Number(result.numDeletedRows);
+        .returning(['caller_did', 'owner_did'])
+        .execute();
+      for (const row of result) touchedOperations.add(row.caller_did).add(row.owner_did);
+      return result.length;
     });
   const committedOperations = await finished('committed', operationCutoff);
   const deadOperations = await finished('dead', now - deadMs);
@@ -161,8 +171,10 @@ export async function runRetention(store: StoreContext, options: RetentionOption
           keys.$asTuple('owner_did', 'connector_name', 'partition', 'provenance', 'document_id'),
         );
       })
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+      .returning('owner_did')
+      .execute();
+    for (const row of result) touchedSweepReceipts.add(row.owner_did);
+    return result.length;
   });
 
   // Request keys (issue 37) outlive no resend: a lost answer is resent within seconds, and the row goes with its operation anyway.
@@ -187,5 +199,14 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     activityRows += await drain(() => pruneActivityBatch(store, table, now - activityMs, batchSize));
   }
 
-  return { operations, deadOperations, pendingAuthorizations, sweepCandidates, requestKeys, activityRows, complete };
+  return {
+    operations,
+    deadOperations,
+    pendingAuthorizations,
+    sweepCandidates,
+    requestKeys,
+    activityRows,
+    complete,
+    touched: { operations: touchedOperations, sweepReceipts: touchedSweepReceipts },
+  };
 }
