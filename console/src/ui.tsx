@@ -3,7 +3,7 @@
  * the loading / empty / error states, typed mutation errors in words, field
  * lists and pagers.
  */
-import { useEffect, useState, type ReactNode } from 'react';
+import { useEffect, useLayoutEffect, useRef, useState, type ReactNode, type RefObject } from 'react';
 import type { CombinedError } from 'urql';
 
 /** Whether `value` is one of the values of a generated enum object (its keys are PascalCase, its values the schema's names). */
@@ -31,6 +31,8 @@ const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
 ];
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto', style: 'short' });
 const absolute = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+/** In a table's cell: no year, no seconds (the tooltip has the exact instant), so a row of times fits 1 200 px. */
+const compactAbsolute = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 
 /** "3 min ago" / "in 2 hr" for `iso` as seen at `now`. */
 export function relativeTime(iso: string, now: number): string {
@@ -43,14 +45,14 @@ export function relativeTime(iso: string, now: number): string {
 }
 
 /** A time: relative, with the absolute time beside it (and in full in the tooltip). */
-export function Time({ value, empty = '—' }: { value: string | null | undefined; empty?: string }) {
+export function Time({ value, empty = '—', compact = false }: { value: string | null | undefined; empty?: string; compact?: boolean }) {
   const now = useNow();
   if (value === null || value === undefined) return <span className="muted">{empty}</span>;
   const date = new Date(value);
   return (
     <time dateTime={value} title={date.toISOString()} className="time">
       <span className="rel">{relativeTime(value, now)}</span>
-      <span className="abs">{absolute.format(date)}</span>
+      <span className="abs">{(compact ? compactAbsolute : absolute).format(date)}</span>
     </time>
   );
 }
@@ -151,4 +153,29 @@ export function JSONValue({ value }: { value: unknown }) {
 export function total(count: number | undefined, capped: boolean | undefined, noun: string, plural = `${noun}s`): string {
   if (count === undefined) return '';
   return `${count.toLocaleString()}${capped ? '+' : ''} ${count === 1 ? noun : plural}`;
+}
+
+/**
+ * For a `fold-narrow` table (styles.css: on a phone each row is a block of
+ * labelled cells): labels every body cell with its column's heading after
+ * each render, so a view's cells need no label of their own. A cell that
+ * spans columns or has a label already is left as it is.
+ */
+export function useFoldLabels(): RefObject<HTMLTableElement | null> {
+  const ref = useRef<HTMLTableElement | null>(null);
+  useLayoutEffect(() => {
+    const table = ref.current;
+    if (table === null) return;
+    const headings = [...table.querySelectorAll('thead th')].map((th) => (th.textContent ?? '').trim().toLowerCase());
+    // The first labelled column is the block's title: on a line of its own, unlabelled.
+    const title = headings.findIndex((heading) => heading !== '');
+    for (const row of table.querySelectorAll('tbody tr')) {
+      [...row.children].forEach((cell, i) => {
+        if ((cell as HTMLTableCellElement).colSpan !== 1 || cell.hasAttribute('data-label') || cell.hasAttribute('data-fold-title')) return;
+        if (i === title) cell.setAttribute('data-fold-title', '');
+        else if (headings[i]) cell.setAttribute('data-label', headings[i]!);
+      });
+    }
+  });
+  return ref;
 }

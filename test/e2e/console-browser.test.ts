@@ -29,6 +29,13 @@ const AUDIENCE = 'connector-store-console';
 const CHROMIUM = findChromium();
 const SCREENSHOTS = fileURLToPath(new URL('../../test-output/screenshots/', import.meta.url));
 const dialects: DialectName[] = testDialects().filter(dialectAvailable);
+/** The list views and their tables: each fits at 1 200–1 920 px and folds on a phone (issue 38 item 5). */
+const LIST_VIEWS = [
+  ['operations', 'operations-table'],
+  ['watches', 'watches-table'],
+  ['sync-states', 'sync-states-table'],
+  ['sweeps?show=all', 'sweeps-table'],
+] as const;
 
 /** Puts `text` in a field at once, as a paste does (typing a 300-character token key by key takes seconds). */
 const paste = (page: Page, selector: string, text: string) => page.$eval(selector, (field, value) => void ((field as HTMLTextAreaElement).value = value), text);
@@ -509,6 +516,31 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
         expect(byConnector!, `panels at ${width} px`).toBeGreaterThan(byOutcome!);
         expect(await page.$eval('[data-testid=search-input]', (input) => (input as HTMLInputElement).placeholder)).toBe('Exact operation ID, document ID or owner DID');
         await shot(page, `overview-${width}`);
+        // Every list view's table shows every column without scrolling (the operations table's last column scrolled at 1 200 px).
+        for (const [path, table] of LIST_VIEWS) {
+          await page.goto(`${origin}/console/${path}`, { waitUntil: 'load' });
+          await page.waitForSelector(`[data-testid=${table}] tbody tr`);
+          const scroll = await page.$eval(`[data-testid=${table}]`, (el) => ({ table: el.scrollWidth, wrap: el.parentElement?.clientWidth ?? 0 }));
+          expect(scroll.table, `${table} at ${width} px`).toBeLessThanOrEqual(scroll.wrap);
+          await shot(page, `${table}-${width}`);
+        }
+      }
+    });
+
+    it.skipIf(!full)('on a phone every list view’s table is folded into labelled blocks, nothing scrolled out of sight (issue 38 item 5)', async () => {
+      const { page } = await openPage(390, 844);
+      for (const [path, table] of LIST_VIEWS) {
+        await page.goto(`${origin}/console/${path}`, { waitUntil: 'load' });
+        await page.waitForSelector(`[data-testid=${table}] tbody tr td[data-label]`);
+        const folded = await page.$eval(`[data-testid=${table}]`, (el) => ({
+          scrolls: el.scrollWidth > (el.parentElement?.clientWidth ?? 0),
+          head: getComputedStyle(el.querySelector('thead')!).display,
+          offscreen: [...el.querySelectorAll('tbody td')].filter((cell) => getComputedStyle(cell).display !== 'none' && cell.getBoundingClientRect().right > 390).length,
+          labels: [...el.querySelectorAll('tbody tr:first-child td[data-label]')].map((cell) => cell.getAttribute('data-label')),
+        }));
+        expect(folded, `${table} on a phone`).toMatchObject({ scrolls: false, head: 'none', offscreen: 0 });
+        expect(folded.labels.length, `${table}'s labelled cells`).toBeGreaterThan(1);
+        await shot(page, `phone-${table}`);
       }
     });
   });

@@ -19,7 +19,7 @@ import {
 import { useOperationChanges, useStoreChanges, useThrottle } from '../live';
 import { BulkActions } from './bulk-actions';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
-import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, total } from '../ui';
+import { isValueOf, Badge, DID, Empty, ErrorState, Loading, Time, useFoldLabels, total } from '../ui';
 
 /** Rows per page: `size` in the query string (5 to 100), default 25. */
 function pageSize(value: string | null): number {
@@ -88,6 +88,7 @@ export function OperationName({ op }: { op: Pick<ConsoleOperationRowFragment, 'i
 }
 
 export function Operations({ route }: { route: Route }) {
+  const foldRef = useFoldLabels();
   const { params } = route;
   const filter = useMemo(() => filterFromParams(params), [params.toString()]); // eslint-disable-line react-hooks/exhaustive-deps
   const after = params.get('after');
@@ -254,7 +255,7 @@ export function Operations({ route }: { route: Route }) {
           <Empty>{filtered ? 'No operation matches these filters.' : 'No operations yet: they appear here, live, as write-back clients claim them.'}</Empty>
         ) : (
           <div className="table-wrap">
-            <table className="operations-table" data-testid="operations-table">
+            <table className="operations-table fold-narrow" data-testid="operations-table" ref={foldRef}>
               <thead>
                 <tr>
                   <th className="select">
@@ -341,10 +342,10 @@ export function Operations({ route }: { route: Route }) {
                       {op.lastHTTPStatus !== null && <span className="muted"> HTTP {op.lastHTTPStatus}</span>}
                     </td>
                     <td>
-                      <Time value={op.state === 'ATTEMPTED' || op.state === 'RECONCILE_ONLY' ? op.nextAttemptAt : null} />
+                      <Time compact value={op.state === 'ATTEMPTED' || op.state === 'RECONCILE_ONLY' ? op.nextAttemptAt : null} />
                     </td>
                     <td className="wide-only">
-                      <Time value={op.updatedAt} />
+                      <Time compact value={op.updatedAt} />
                     </td>
                   </tr>
                 ))}

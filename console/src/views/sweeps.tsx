@@ -10,12 +10,13 @@ import { useQuery, useSubscription } from 'urql';
 import { ConsoleSweepDocument, ConsoleSweepsDocument, SweepCandidateState, SweepProgressDocument, type SweepReceiptFilter } from '../../../client/generated/graphql';
 import { useStoreChanges, useThrottle } from '../live';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
-import { Badge, DID, Empty, ErrorState, Fields, isValueOf, JSONValue, Loading, Time, total } from '../ui';
+import { Badge, DID, Empty, ErrorState, Fields, isValueOf, JSONValue, Loading, Time, useFoldLabels, total } from '../ui';
 
 /** Candidates per page of a receipt's page. */
 const CANDIDATES_PER_PAGE = 50;
 
 export function Sweeps({ route }: { route: Route }) {
+  const foldRef = useFoldLabels();
   const { params } = route;
   const scope = params.get('show') ?? 'open';
   const filter = useMemo<SweepReceiptFilter>(() => {
@@ -65,7 +66,7 @@ export function Sweeps({ route }: { route: Route }) {
           <Empty>{scope === 'open' ? 'No sweep in progress.' : 'No sweep recorded.'} Workers record one per listing pass of a partition (<code>recordSweepReceipt</code>).</Empty>
         ) : (
           <div className="table-wrap">
-            <table data-testid="sweeps-table">
+            <table className="fold-narrow" data-testid="sweeps-table" ref={foldRef}>
               <thead>
                 <tr>
                   <th>Partition</th>
@@ -124,6 +125,7 @@ export function Sweeps({ route }: { route: Route }) {
 
 /** One listing pass: its fields, its partition's checkpoint and its candidates, a page at a time, by document id. */
 export function SweepDetail({ id, route }: { id: string; route: Route }) {
+  const foldRef = useFoldLabels();
   const { params } = route;
   const states = params.getAll('state').filter((state): state is SweepCandidateState => isValueOf(SweepCandidateState, state));
   const after = params.get('after');
@@ -219,7 +221,7 @@ export function SweepDetail({ id, route }: { id: string; route: Route }) {
           <Empty>{states.length > 0 ? 'No candidate in these states.' : 'This pass listed no candidate.'}</Empty>
         ) : (
           <div className="table-wrap">
-            <table data-testid="candidates-table">
+            <table className="fold-narrow" data-testid="candidates-table" ref={foldRef}>
               <thead>
                 <tr>
                   <th>Document</th>

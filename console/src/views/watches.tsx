@@ -16,7 +16,7 @@ import {
   type WatchFilter,
 } from '../../../client/generated/graphql';
 import { keepParams, Link, navigate, withParams, type Route } from '../router';
-import { isValueOf, Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time, total } from '../ui';
+import { isValueOf, Badge, DID, Empty, ErrorState, Fields, JSONValue, Loading, mutationErrorWords, Time, useFoldLabels, total } from '../ui';
 
 const PAGE_SIZE = 25;
 
@@ -72,6 +72,7 @@ function ForwardPager({ path, route, endCursor, hasNextPage }: { path: string; r
 }
 
 export function Watches({ route }: { route: Route }) {
+  const foldRef = useFoldLabels();
   const { params } = route;
   const filter = useMemo<WatchFilter>(() => {
     const f: WatchFilter = {};
@@ -123,7 +124,7 @@ export function Watches({ route }: { route: Route }) {
           <Empty>No watch matches. Finalizing a write arms one; so does ingest (<code>armWatch</code>).</Empty>
         ) : (
           <div className="table-wrap">
-            <table data-testid="watches-table">
+            <table className="fold-narrow" data-testid="watches-table" ref={foldRef}>
               <thead>
                 <tr>
                   <th>Document</th>
@@ -159,7 +160,7 @@ export function Watches({ route }: { route: Route }) {
                     <td className="num">{watch.repairGeneration}</td>
                     <td className="num">{watch.verificationAttempts}</td>
                     <td>
-                      <Time value={watch.verificationStatus === 'PENDING_VERIFICATION' ? watch.nextAttemptAt : null} />
+                      <Time compact value={watch.verificationStatus === 'PENDING_VERIFICATION' ? watch.nextAttemptAt : null} />
                     </td>
                   </tr>
                 ))}
@@ -252,6 +253,7 @@ const STALE_CHOICES: [string, string][] = [
 ];
 
 export function SyncStates({ route }: { route: Route }) {
+  const foldRef = useFoldLabels();
   const { params } = route;
   const filter = useMemo<SyncStateFilter>(() => {
     const f: SyncStateFilter = {};
@@ -298,7 +300,7 @@ export function SyncStates({ route }: { route: Route }) {
           <Empty>No sync state matches. Connectors write one per owner as they sync (<code>setSyncState</code>).</Empty>
         ) : (
           <div className="table-wrap">
-            <table data-testid="sync-states-table">
+            <table className="fold-narrow" data-testid="sync-states-table" ref={foldRef}>
               <thead>
                 <tr>
                   <th>Connector</th>
@@ -323,7 +325,7 @@ export function SyncStates({ route }: { route: Route }) {
                       <DID value={state.ownerDID} />
                     </td>
                     <td className="num">{state.entityCount.toLocaleString()}</td>
-                    <td>{Number.isNaN(Date.parse(state.lastSyncedAt)) ? state.lastSyncedAt : <Time value={state.lastSyncedAt} />}</td>
+                    <td>{Number.isNaN(Date.parse(state.lastSyncedAt)) ? state.lastSyncedAt : <Time compact value={state.lastSyncedAt} />}</td>
                     <td>
                       <Time value={state.progressedAt} />
                     </td>
