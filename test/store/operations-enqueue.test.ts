@@ -10,6 +10,9 @@ import { createStoreContext, type StoreContext } from '../../src/store/context.j
 import { IdempotencyConflictError, InvalidInputError } from '../../src/store/errors.js';
 import {
   acquireOperationLease,
+  CLAIM_ANSWER,
+  claimOperation,
+  runKeyedRequest,
   enqueueOperation,
   enqueueOperations,
   listDueOperations,
@@ -17,6 +20,7 @@ import {
   startOperationAttempt,
   type EnqueueOperationInput,
 } from '../../src/store/operations/index.js';
+import { DEFAULT_IDEMPOTENCY_WINDOW_MS, runRetention } from '../../src/store/retention/index.js';
 import { describeEachDialect, TEST_POOL_SIZE } from '../helpers/databases.js';
 import { claimFresh, claimInput, keyOf, LEASE_MS } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, CONNECTOR, getOperationRow, OWNER } from '../helpers/row-fixtures.js';
@@ -142,6 +146,20 @@ describeEachDialect('operations: enqueue', (suite) => {
       const replay = await enqueueOperation(suite.store, enqueueInput({ notBefore: suite.clock.now() + 9_000 }));
       expect(replay).toMatchObject({ outcome: 'replayed', operation: { nodeKey: operation.nodeKey, leaseExpiresAt: operation.leaseExpiresAt } });
       await expect(enqueueOperation(suite.store, enqueueInput({ target: 'calendar' }))).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', fields: ['target'] });
+    });
+
+    it('retention keeps the first answer while the operation lives: a resend a day later is still answered as the first time', async () => {
+      const first = await enqueueOperation(suite.store, enqueueInput({ notBefore: suite.clock.now() + 1_000 }));
+      // A claim's request key beside it, which retention does prune.
+      const claimed = claimInput({ operationID: 'claimed' });
+      await runKeyedRequest(suite.store, { key: keyOf(claimed), requestKey: 'rk-1', step: 'claimOperation', input: {} }, CLAIM_ANSWER, (tx) => claimOperation(tx, claimed));
+      expect(await suite.store.db.selectFrom('kubun_connector_operation_request').select('request_key').execute()).toHaveLength(2);
+      suite.clock.advance(DEFAULT_IDEMPOTENCY_WINDOW_MS + 1);
+      await runRetention(suite.store);
+      const requests = await suite.store.db.selectFrom('kubun_connector_operation_request').select(['operation_id', 'request_key']).execute();
+      expect(requests).toEqual([{ operation_id: 'op-1', request_key: '' }]);
+      expect(await enqueueOperation(suite.store, enqueueInput({ notBefore: first.operation.nextAttemptAt }))).toEqual({ outcome: 'replayed', operation: first.operation });
+      await expect(enqueueOperation(suite.store, enqueueInput())).rejects.toMatchObject({ fields: ['notBefore'] });
     });
 
     it('a row removed since (retention, the document sweep) is enqueued anew', async () => {
