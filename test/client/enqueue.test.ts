@@ -1,8 +1,8 @@
 /**
  * The client package's `enqueue` and `enqueueAll` (issue 39) against the real
  * app in process (yoga's fetch, both dialects): a device enqueues, an idle
- * `runWorker` is woken by the change and commits the operation within a
- * second (its fallback poll is a minute); `notBefore` holds it back; an
+ * `runWorker` is woken by the change (its fallback poll is a minute) and
+ * commits the operation; `notBefore` holds it back; an
  * answer lost after the commit is resent and answered as the first time; a
  * conflict and a refusal are typed.
  */
@@ -58,9 +58,17 @@ async function operation(suite: GraphQLSuite, id: string) {
 }
 
 describeGraphQL('client: enqueue', (suite) => {
-  it('a device enqueues; an idle worker is woken by the change and commits it within a second', async () => {
+  it('a device enqueues; an idle worker is woken by the change at once (its poll is a minute) and commits it', async () => {
     const device = clientOf(suite, 'alice');
-    const worker = runWorker({ client: clientOf(suite, 'worker'), connector: 'enqueued', handler: committing, pollIntervalMs: 60_000, signals: false });
+    const acquiredAt = new Map<string, number>();
+    const worker = runWorker({
+      client: clientOf(suite, 'worker'),
+      connector: 'enqueued',
+      handler: committing,
+      pollIntervalMs: 60_000,
+      signals: false,
+      onEvent: (event) => event.type === 'acquired' && acquiredAt.set(event.id, Date.now()),
+    });
     try {
       // Idle and subscribed: its first read found nothing.
       await expect.poll(() => worker.counters.polls).toBeGreaterThan(0);
@@ -69,13 +77,15 @@ describeGraphQL('client: enqueue', (suite) => {
       const created = await enqueue(device, write({ connectorName: 'enqueued' }));
       expect(created).toMatchObject({ status: 'created', operation: { state: 'ATTEMPTED', leaseExpiresAt: null, ownerDID: suite.keys.alice.did } });
       if (created.status !== 'created') return;
-      await expect.poll(() => worker.counters.committed, { timeout: 1_000, interval: 20 }).toBe(1);
-      expect(Date.now() - began).toBeLessThan(1_000);
+      await expect.poll(() => worker.counters.committed, { timeout: 5_000, interval: 20 }).toBe(1);
+      // Started by the change event: well inside a second on an idle machine (test/graphql/operations-enqueue.test.ts
+      // holds the event itself to a second); the bound leaves room for a loaded test machine, the poll is a minute away.
+      expect(acquiredAt.get(created.operation.id)! - began).toBeLessThan(2_000);
       expect(await operation(suite, created.operation.id)).toMatchObject({ state: 'COMMITTED', documentID: `doc-${created.operation.operationID}`, attempts: 1 });
       // A batch reaches it the same way.
       const batch = await enqueueAll(device, [write({ connectorName: 'enqueued' }), write({ connectorName: 'enqueued' })]);
       expect(batch.map((r) => r.status)).toEqual(['created', 'created']);
-      await expect.poll(() => worker.counters.committed, { timeout: 2_000, interval: 20 }).toBe(3);
+      await expect.poll(() => worker.counters.committed, { timeout: 5_000, interval: 20 }).toBe(3);
       expect(worker.counters).toMatchObject({ started: 3, failed: 0, errors: 0 });
     } finally {
       await worker.stop();
