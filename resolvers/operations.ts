@@ -2,7 +2,7 @@
  * Thin resolvers of the operation API: check who may act, call the store,
  * shape the payload, announce what committed. No SQL here.
  */
-import { InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
+import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
 import { ForbiddenError } from './errors.js';
 import { FINALIZE_ANSWER, finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
@@ -24,6 +24,7 @@ const ATTEMPT_HISTORY_CURSORS = new ConnectionCursors('attemptHistory', ATTEMPT_
 
 export {
   MAX_BULK_ACTION,
+  MAX_ENQUEUE_BATCH,
   MAX_OPERATION_ID_PREFIX,
   OPERATION_DEFER_REASONS,
   OPERATION_OPS,
@@ -31,6 +32,7 @@ export {
   OPERATION_STATES,
   type ClaimOperationResult,
   type ConnectorOperation,
+  type EnqueueOperationResult,
   type OperationLease,
 } from '../src/store/operations/index.js';
 
@@ -171,6 +173,66 @@ export async function claimOperation(input: ClaimOperationArgs & { requestKey?: 
   // Only a claim that took a lease wrote anything.
   if (answer.outcome === 'CLAIMED' && !replayed) await announce(ctx, 'operation', [answer.operation.nodeKey]);
   return { ...answer, replayed };
+}
+
+/**
+ * Input of `enqueueOperation` (and each item of `enqueueOperations`): the
+ * store's enqueue input without the caller (always the viewer), with the
+ * owner optional (default: the viewer) and `notBefore` an instant.
+ */
+export type EnqueueOperationArgs = Omit<operations.EnqueueOperationInput, 'callerDID' | 'ownerDID' | 'sourceID' | 'documentID' | 'sendTimeoutMs' | 'notBefore'> & {
+  ownerDID?: string | null;
+  sourceID?: string | null;
+  documentID?: string | null;
+  sendTimeoutMs?: number | null;
+  notBefore?: Date | null;
+};
+
+/** The store's enqueue of `input` by the viewer: the viewer is the caller; only a service may name another owner. */
+function enqueueWrite(input: EnqueueOperationArgs, ctx: GraphQLContext): operations.EnqueueOperationInput {
+  const { ownerDID, sourceID, documentID, sendTimeoutMs, notBefore, ...fields } = input;
+  return {
+    ...fields,
+    callerDID: viewerDID(ctx.viewer),
+    ownerDID: actingOwner(ctx.viewer, ownerDID),
+    sourceID: sourceID ?? null,
+    documentID: documentID ?? null,
+    sendTimeoutMs: sendTimeoutMs ?? null,
+    notBefore: notBefore?.getTime() ?? null,
+  };
+}
+
+/** `enqueueOperation`: records a write-back intent with no lease; a new one is announced so a waiting worker starts. */
+export async function enqueueOperation(input: EnqueueOperationArgs, ctx: GraphQLContext): Promise<operations.EnqueueOperationResult> {
+  const result = await operations.enqueueOperation(ctx.store, enqueueWrite(input, ctx));
+  if (result.outcome === 'created') await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return result;
+}
+
+/** What `enqueueOperations` answers: one result per item, in input order (a conflict as its error), and the counts. */
+export interface EnqueueOperationsPayload {
+  results: (operations.EnqueueOperationResult | IdempotencyConflictError)[];
+  created: number;
+  replayed: number;
+  conflicts: number;
+}
+
+/**
+ * `enqueueOperations`: every item as `enqueueOperation`, in one transaction.
+ * An item naming an owner the viewer may not act for refuses the whole
+ * batch before anything is written.
+ */
+export async function enqueueOperations(input: { operations: readonly EnqueueOperationArgs[] }, ctx: GraphQLContext): Promise<EnqueueOperationsPayload> {
+  const writes = input.operations.map((item) => enqueueWrite(item, ctx));
+  const results = await operations.enqueueOperations(ctx.store, writes);
+  const created = results.flatMap((r) => (r.outcome === 'created' ? [r.operation.nodeKey] : []));
+  await announce(ctx, 'operation', created);
+  return {
+    results: results.map((r) => (r.outcome === 'conflict' ? r.error : r)),
+    created: created.length,
+    replayed: results.filter((r) => r.outcome === 'replayed').length,
+    conflicts: results.filter((r) => r.outcome === 'conflict').length,
+  };
 }
 
 /** What every fenced write carries besides its own fields: the lease epoch, the holder's token, and the request's key. */

@@ -9,17 +9,18 @@
  * budget, and the rows of its bulk fields to `MAX_BULK_ROWS_PER_REQUEST`
  * ({@link BULK_ROWS}), before anything runs.
  */
-import { MAX_BULK_ACTION } from '../resolvers/operations.js';
+import { MAX_BULK_ACTION, MAX_ENQUEUE_BATCH } from '../resolvers/operations.js';
 import { DEFAULT_PAGE_SIZE } from '../resolvers/pagination.js';
 
 /**
  * The only argument and input-field names any field's price (or bulk rows)
  * reads: a page size, the length of a list of ids, a bulk action's `cap`
- * and a receipt's `candidates`, the last two inside an `input` argument. The
+ * a receipt's `candidates` and a batch enqueue's `operations`, the last three
+ * inside an `input` argument. The
  * server's budget check relies on this list to remember a verdict across
  * requests whose other variables differ: keep it complete.
  */
-export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs', 'input', 'cap', 'candidates']);
+export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs', 'input', 'cap', 'candidates', 'operations']);
 
 /**
  * The field extension that says how many rows a bulk mutation may write,
@@ -55,6 +56,12 @@ export const sweepReceiptRows = (args: { input?: { candidates?: unknown } | null
 
 /** A sweep receipt: 1 per candidate it writes (the payload is one receipt, priced as usual). */
 export const sweepReceiptComplexity = (args: { input?: { candidates?: unknown } | null }) => ({ field: Math.max(1, sweepReceiptRows(args)), multiplier: 1 });
+
+/** Rows a batch enqueue may write: one per item, never more than {@link MAX_ENQUEUE_BATCH} counted. */
+export const enqueueBatchRows = (args: { input?: { operations?: unknown } | null }): number => Math.min(MAX_ENQUEUE_BATCH, itemsOf(args.input?.operations));
+
+/** A batch enqueue: 1 per item it writes (its `results` are priced as the most a batch may answer). */
+export const enqueueBatchComplexity = (args: { input?: { operations?: unknown } | null }) => ({ field: Math.max(1, enqueueBatchRows(args)), multiplier: 1 });
 
 /** A connection: its page size, as asked for (an out-of-range size is refused later anyway). */
 export const connectionComplexity = (args: { first?: number | null; last?: number | null }) => ({

@@ -6,6 +6,7 @@ import './server-info.js';
 import './operation.js';
 import './operation-writes.js';
 import './operation-actions.js';
+import './operation-enqueue.js';
 import './activity.js';
 import './watch.js';
 import './sync-state.js';

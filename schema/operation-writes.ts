@@ -44,42 +44,51 @@ const requestKeyField = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObj
   });
 
 /** How long a send may take: chosen at claim or at mark-sent (issue 37). */
-const sendTimeoutField = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>, when: string) =>
+export const sendTimeoutField = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>, when: string) =>
   t.int({
     required: false,
     validate: z.number().int().min(100).max(3_600_000).optional().nullable(),
     description: `The longest the provider request may take, in ms (100 ms to 1 h), ${when}. A takeover of a marked send with no recorded outcome waits until the mark plus this plus the server's margin before it may reconcile, so no reconcile races a request the provider is still applying.`,
   });
 
+/**
+ * The input fields of a new operation's write, shared by `ClaimOperationInput`
+ * and `EnqueueOperationInput`: its idempotency key and every field a replay
+ * of the key must repeat.
+ */
+export const operationWriteFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'>) => ({
+  operationID: t.string({ validate: textInput, description: 'Idempotency key, unique per caller.' }),
+  ownerDID: t.field({ type: 'DID', required: false, description: 'Whose data this writes. Default: the viewer; only a service may name another owner.' }),
+  connectorName: t.string({ validate: nameInput, description: 'The connector that performs the write. Part of the write’s identity.' }),
+  model: t.string({ validate: nameInput, description: 'The model of the written document. Part of the write’s identity.' }),
+  op: t.field({ type: ConnectorOperationOp, description: 'Create or update. Part of the write’s identity.' }),
+  accountKey: t.string({ validate: textInput, description: 'Which of the owner’s provider accounts the write goes to. Part of the write’s identity: a replay naming another is an IdempotencyConflictError.' }),
+  target: t.string({ validate: textInput, description: 'Where at the provider the write goes (e.g. a calendar). Part of the write’s identity.' }),
+  sourceID: t.string({
+    required: false,
+    validate: textInput.optional().nullable(),
+    description: 'The provider’s id of the target document, when known. Part of the write’s identity (omitted and null are the same): a replay naming another is an IdempotencyConflictError.',
+  }),
+  documentID: t.string({
+    required: false,
+    validate: documentIDInput.optional().nullable(),
+    description:
+      'The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored with the operation (at claim or enqueue), so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given.',
+  }),
+  deterministicEventID: t.string({
+    validate: textInput,
+    description: 'An id derived from the write, by which a reconcile can find it at the provider (send it as the provider’s idempotency key). Part of the write’s identity; opaque to the server.',
+  }),
+  payloadHash: t.string({ validate: textInput, description: 'Your hash of the write’s payload. Part of the write’s identity.' }),
+  reissueIntent: t.string({ validate: textInput, description: 'Your intent for reissuing the write. Part of the write’s identity; not interpreted by the server.' }),
+});
+
 const ClaimOperationInput = builder.inputType('ClaimOperationInput', {
   description: 'Claim (create or replay) the operation with this idempotency key. The caller is always the viewer.',
   fields: (t) => ({
     requestKey: requestKeyField(t),
     sendTimeoutMs: sendTimeoutField(t, 'for every send of this operation unless a mark names another; default: 30 s'),
-    operationID: t.string({ validate: textInput, description: 'Idempotency key, unique per caller.' }),
-    ownerDID: t.field({ type: 'DID', required: false, description: 'Whose data this writes. Default: the viewer; only a service may name another owner.' }),
-    connectorName: t.string({ validate: nameInput, description: 'The connector that performs the write. Part of the write’s identity.' }),
-    model: t.string({ validate: nameInput, description: 'The model of the written document. Part of the write’s identity.' }),
-    op: t.field({ type: ConnectorOperationOp, description: 'Create or update. Part of the write’s identity.' }),
-    accountKey: t.string({ validate: textInput, description: 'Which of the owner’s provider accounts the write goes to. Part of the write’s identity: a replay naming another is an IdempotencyConflictError.' }),
-    target: t.string({ validate: textInput, description: 'Where at the provider the write goes (e.g. a calendar). Part of the write’s identity.' }),
-    sourceID: t.string({
-      required: false,
-      validate: textInput.optional().nullable(),
-      description: 'The provider’s id of the target document, when known. Part of the write’s identity (omitted and null are the same): a replay naming another is an IdempotencyConflictError.',
-    }),
-    documentID: t.string({
-      required: false,
-      validate: documentIDInput.optional().nullable(),
-      description:
-        'The local document the write comes from, when known up front (an update always knows it; a create learns it at finalize). Stored at claim, so `sweepDocument` refuses the document and `hasConnectorWork` is true while the write is live; `finalizeOperation` must then name the same document. Part of the write’s identity when given.',
-    }),
-    deterministicEventID: t.string({
-      validate: textInput,
-      description: 'An id derived from the write, by which a reconcile can find it at the provider (send it as the provider’s idempotency key). Part of the write’s identity; opaque to the server.',
-    }),
-    payloadHash: t.string({ validate: textInput, description: 'Your hash of the write’s payload. Part of the write’s identity.' }),
-    reissueIntent: t.string({ validate: textInput, description: 'Your intent for reissuing the write. Part of the write’s identity; not interpreted by the server.' }),
+    ...operationWriteFields(t),
     leaseMs: t.int({ validate: leaseMsInput, description: 'Lease length in ms (1 s to 1 h).' }),
   }),
 });

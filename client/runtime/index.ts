@@ -2,7 +2,8 @@
  * The write-back runtime (`connector-store-client/runtime`): a GraphQL client
  * for the server ({@link createStoreClient}), one operation through the
  * fenced protocol ({@link writeBack}), and a worker that runs a connector's
- * due operations ({@link runWorker}). See docs/worker.md of the server.
+ * due operations ({@link runWorker}), and how that work comes to exist
+ * ({@link enqueue}, {@link enqueueAll}). See docs/worker.md of the server.
  */
 export { createStoreClient, StoreRequestError, type StoreClient, type StoreClientOptions, type StoreRequestOptions, type StoreSubscriptionSink, type StoreTokens } from './store-client.js';
 export {
@@ -24,3 +25,4 @@ export {
   type WriteBackResult,
 } from './write-back.js';
 export { runWorker, type RunWorkerOptions, type Worker, type WorkerCounters, type WorkerEvent } from './worker.js';
+export { enqueue, enqueueAll, MAX_ENQUEUE_BATCH, type EnqueueResult } from './enqueue.js';

@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { storeClientFromKeyFile } from '../../client/key-file.js';
-import { ClaimOperationDocument, ReleaseOperationLeaseDocument, type ConnectorOperationState } from '../../client/generated/graphql.js';
-import type { StoreClient } from '../../client/runtime/index.js';
+import type { ConnectorOperationState } from '../../client/generated/graphql.js';
+import { enqueueAll, MAX_ENQUEUE_BATCH, type StoreClient } from '../../client/runtime/index.js';
 import { startFakeProvider, type ProviderFaults, type ProviderStats } from './provider.js';
 import { startFaultProxy, type FaultProxy, type NetworkFaults, type NetworkStats } from './fault-proxy.js';
 import { parse } from 'graphql';
@@ -375,35 +375,39 @@ class WorkerEvents {
 }
 
 /**
- * Claims `options.operations` operations of `connector` (8 at a time) and
- * releases each at once, so they are due for the workers; resolves with their
- * global ids in order. Every `rejectEvery`-th targets what the provider refuses.
+ * Enqueues `options.operations` operations of `connector` (`enqueueAll`,
+ * batches of at most 100, two at a time): each is due at once, with no lease,
+ * for the workers to take; resolves with their global ids in order. Every
+ * `rejectEvery`-th targets what the provider refuses.
  */
 export async function enqueueOperations(client: StoreClient, connector: string, options: Pick<ScenarioOptions, 'operations' | 'rejectEvery'>): Promise<string[]> {
   const ids: string[] = [];
+  const write = (i: number) => ({
+    operationID: `${connector}-${i}`,
+    connectorName: connector,
+    model: 'contact',
+    op: i % 3 === 0 ? ('UPDATE' as const) : ('CREATE' as const),
+    accountKey: 'account-1',
+    target: options.rejectEvery !== undefined && i % options.rejectEvery === options.rejectEvery - 1 ? 'rejected' : 'contacts',
+    deterministicEventID: `${connector}-event-${i}`,
+    payloadHash: `hash-${i}`,
+    reissueIntent: 'none',
+  });
+  const batches: number[][] = [];
+  for (let first = 0; first < options.operations; first += MAX_ENQUEUE_BATCH) {
+    batches.push(Array.from({ length: Math.min(MAX_ENQUEUE_BATCH, options.operations - first) }, (_, k) => first + k));
+  }
   let next = 0;
-  const one = async (i: number) => {
-    const { claimOperation: claim } = await client.request(ClaimOperationDocument, {
-      input: {
-        operationID: `${connector}-${i}`,
-        connectorName: connector,
-        model: 'contact',
-        op: i % 3 === 0 ? 'UPDATE' : 'CREATE',
-        accountKey: 'account-1',
-        target: options.rejectEvery !== undefined && i % options.rejectEvery === options.rejectEvery - 1 ? 'rejected' : 'contacts',
-        deterministicEventID: `${connector}-event-${i}`,
-        payloadHash: `hash-${i}`,
-        reissueIntent: 'none',
-        leaseMs: 60_000,
-      },
-    });
-    if (claim.__typename !== 'ClaimOperationPayload' || claim.lease === null) throw new Error(`enqueue ${i}: ${claim.__typename}`);
-    await client.request(ReleaseOperationLeaseDocument, { input: { id: claim.operation.id, version: claim.lease.version, leaseToken: claim.lease.token } });
-    ids[i] = claim.operation.id;
-  };
   await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next < options.operations) await one(next++);
+    Array.from({ length: 2 }, async () => {
+      while (next < batches.length) {
+        const batch = batches[next++]!;
+        const results = await enqueueAll(client, batch.map(write));
+        results.forEach((result, k) => {
+          if (result.status === 'conflict') throw new Error(`enqueue ${batch[k]}: conflict on ${result.fields.join(', ')}`);
+          ids[batch[k]!] = result.operation.id;
+        });
+      }
     }),
   );
   return ids;

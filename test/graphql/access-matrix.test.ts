@@ -252,6 +252,26 @@ const CASES: Case[] = [
     refused: forbidden,
   },
   {
+    name: 'enqueueOperation for the owner, with the key of an existing operation',
+    query: /* GraphQL */ `
+      mutation($input: EnqueueOperationInput!) {
+        result: enqueueOperation(input: $input) { __typename ... on EnqueueOperationPayload { outcome operation { ownerDID callerDID leaseExpiresAt } } ${ERROR} }
+      }
+    `,
+    variables: (w) => ({ input: enqueueInput(w.live.operation.operationID, w.dids.alice) }),
+    // As for a claim: a stranger naming an owner that does not exist is refused the same way.
+    unknown: () => ({ input: enqueueInput(`unknown-${randomBytes(8).toString('hex')}`, randomDID()) }),
+    allowed: ['owner', 'service'],
+    ok: (data, who, w) =>
+      // The viewer is always the caller: a new operation under the viewer's own key, with no lease.
+      expect(data.result).toMatchObject({
+        __typename: 'EnqueueOperationPayload',
+        outcome: 'CREATED',
+        operation: { ownerDID: w.dids.alice, callerDID: who === 'owner' ? w.dids.alice : w.dids.worker, leaseExpiresAt: null },
+      }),
+    refused: forbidden,
+  },
+  {
     name: 'acquireOperationLease (lease expired)',
     query: opMutation('acquireOperationLease', 'AcquireOperationLeaseInput'),
     variables: (w) => ({ input: { id: w.live.id, leaseMs: 30_000 } }),
@@ -371,6 +391,12 @@ const CASES: Case[] = [
     refused: notFound,
   },
 ];
+
+/** A claim's write without its lease length: what an enqueue takes. */
+function enqueueInput(operationID: string, ownerDID: string) {
+  const { leaseMs: _lease, ...input } = claimInput(operationID, ownerDID);
+  return input;
+}
 
 function claimInput(operationID: string, ownerDID: string) {
   return {

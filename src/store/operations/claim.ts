@@ -1,40 +1,17 @@
 /** Claiming an operation by idempotency key: create, take over, replay or refuse (SPEC §3.3). */
 import type { OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { prepared } from '../prepared.js';
 import { IdempotencyConflictError, StaleVersionError } from '../errors.js';
-import { isLeaseLive, isSendWindowOpen, OPERATION_TABLE, rowToOperation, selectOperationRow } from './row.js';
+import { isLeaseLive, isSendWindowOpen, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
-import { OPERATION_OPS, type ConnectorOperation, type ConnectorOperationOp, type OperationLease } from './types.js';
+import { OPERATION_OPS, type ConnectorOperation, type OperationLease } from './types.js';
 import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
-import { OPERATION_COLUMNS } from '../../db/tables.js';
+import { insertOperation, type OperationWriteInput } from './insert.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
-export interface ClaimOperationInput {
-  callerDID: string;
-  operationID: string;
-  ownerDID: string;
-  connectorName: string;
-  model: string;
-  op: ConnectorOperationOp;
-  accountKey: string;
-  target: string;
-  /** The provider's id of the target document, when known. Default `null`. */
-  sourceID?: string | null;
-  /**
-   * The local document the write comes from, when known up front (an update
-   * or delete always knows it): stored at claim, so the document sweep and
-   * `hasConnectorWork` see the live write, and finalize must name the same
-   * document. Default `null` (a create learns its document at finalize).
-   */
-  documentID?: string | null;
-  deterministicEventID: string;
-  payloadHash: string;
-  reissueIntent: string;
+export interface ClaimOperationInput extends OperationWriteInput {
   /** Lease length in ms (a positive integer). */
   leaseMs: number;
-  /** The longest a send of this operation may take, in ms; kept for its marks. Default `null`: each mark's, else the store's default (30 s). */
-  sendTimeoutMs?: number | null;
 }
 
 /**
@@ -69,7 +46,7 @@ const RECORDED_FIELDS = [
   ['accountKey', 'account_key'],
   ['deterministicEventID', 'deterministic_event_id'],
   ['reissueIntent', 'reissue_intent'],
-] as const satisfies readonly (readonly [keyof ClaimOperationInput, keyof OperationRow])[];
+] as const satisfies readonly (readonly [keyof OperationWriteInput, keyof OperationRow])[];
 
 /** Rounds of reload-and-re-evaluate after a lost insert or takeover race. */
 const MAX_CLAIM_ROUNDS = 5;
@@ -119,51 +96,9 @@ function judgeExisting(row: OperationRow, input: ClaimOperationInput, now: numbe
   return undefined;
 }
 
-/** A new operation, leased to its claimer; nothing when the key exists (only the idempotency key may conflict: a node_key collision must fail loudly, not loop). */
-const INSERT_CLAIMED = prepared((db, v: ClaimOperationInput & { nodeKey: string; incarnation: string; token: string; now: number; leaseExpiresAt: number }) =>
-  db
-    .insertInto(OPERATION_TABLE)
-    .values({
-      caller_did: v.callerDID,
-      operation_id: v.operationID,
-      node_key: v.nodeKey,
-      owner_did: v.ownerDID,
-      connector_name: v.connectorName,
-      model: v.model,
-      op: v.op,
-      account_key: v.accountKey,
-      target: v.target,
-      source_id: v.sourceID ?? null,
-      document_id: v.documentID ?? null,
-      deterministic_event_id: v.deterministicEventID,
-      payload_hash: v.payloadHash,
-      reissue_intent: v.reissueIntent,
-      send_timeout_ms: v.sendTimeoutMs ?? null,
-      state: 'attempted',
-      attempts: 0,
-      next_attempt_at: v.now,
-      version: 0,
-      incarnation: v.incarnation,
-      lease_token: v.token,
-      lease_expires_at: v.leaseExpiresAt,
-      created_at: v.now,
-      updated_at: v.now,
-    })
-    .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
-    .returning(OPERATION_COLUMNS),
-);
-
 async function insertClaimed(store: StoreContext, input: ClaimOperationInput, now: number): Promise<ClaimOperationResult | undefined> {
   const token = store.getRandomID();
-  const { rows } = await INSERT_CLAIMED(store, {
-    ...input,
-    nodeKey: store.getRandomID(),
-    incarnation: store.getRandomID(),
-    token,
-    now,
-    leaseExpiresAt: now + input.leaseMs,
-  });
-  const row = rows[0];
+  const row = await insertOperation(store, input, { now, nextAttemptAt: now, lease: { token, expiresAt: now + input.leaseMs } });
   return row === undefined ? undefined : claimed(row, token);
 }
 
@@ -176,7 +111,12 @@ function claimed(row: OperationRow, token: string): ClaimOperationResult {
   };
 }
 
-function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
+/**
+ * Refuses with {@link IdempotencyConflictError}, naming every differing
+ * field, unless `input` is the write `row` recorded (the claim's rule, which
+ * enqueue shares).
+ */
+export function checkSameWrite(row: OperationRow, input: OperationWriteInput): void {
   const differing: string[] = RECORDED_FIELDS.filter(([field, column]) => row[column] !== input[field]).map(([field]) => field);
   // An absent source id is recorded as null: a replay naming none matches a claim that named none.
   if (row.source_id !== (input.sourceID ?? null)) differing.push('sourceID');
@@ -188,6 +128,12 @@ function checkSameWrite(row: OperationRow, input: ClaimOperationInput): void {
 }
 
 function validateClaim(input: ClaimOperationInput): void {
+  validateOperationWrite(input);
+  requirePositiveMs('leaseMs', input.leaseMs);
+}
+
+/** The input checks of a new operation's write (claim and enqueue). */
+export function validateOperationWrite(input: OperationWriteInput): void {
   for (const field of [
     'callerDID',
     'operationID',
@@ -205,6 +151,5 @@ function validateClaim(input: ClaimOperationInput): void {
   requireOneOf('op', input.op, OPERATION_OPS);
   if (input.sourceID !== undefined && input.sourceID !== null) requireNonEmptyString('sourceID', input.sourceID);
   if (input.documentID !== undefined && input.documentID !== null) requireNonEmptyString('documentID', input.documentID);
-  requirePositiveMs('leaseMs', input.leaseMs);
   if (input.sendTimeoutMs != null) requirePositiveMs('sendTimeoutMs', input.sendTimeoutMs);
 }

@@ -49,3 +49,14 @@ export {
   type KeyedRequest,
   type OperationRequestStep,
 } from './requests.js';
+export {
+  enqueueOperation,
+  enqueueOperations,
+  ENQUEUE_REQUEST_KEY,
+  MAX_ENQUEUE_BATCH,
+  type EnqueueItemResult,
+  type EnqueueOperationInput,
+  type EnqueueOperationResult,
+  type EnqueueOutcome,
+} from './enqueue.js';
+export { type OperationWriteInput } from './insert.js';

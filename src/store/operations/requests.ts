@@ -36,7 +36,8 @@ export type OperationRequestStep =
   | 'recordReconcileResult'
   | 'renewOperationLease'
   | 'releaseOperationLease'
-  | 'finalizeOperation';
+  | 'finalizeOperation'
+  | 'enqueueOperation';
 
 /** The longest request key, in characters. */
 export const MAX_REQUEST_KEY_LENGTH = 200;
@@ -93,17 +94,8 @@ export async function runKeyedRequest<A>(
         const result = await run(tx);
         if (codec.wrote?.(result) === false) return result;
         const { answer: json, leaseToken } = codec.encode(result);
-        const { rows } = await INSERT_REQUEST(tx, {
-          callerDID: request.key.callerDID,
-          operationID: request.key.operationID,
-          requestKey: request.requestKey,
-          step: request.step,
-          input: JSON.stringify(input),
-          answer: JSON.stringify(json),
-          leaseToken,
-          now: tx.now(),
-        });
-        if (rows.length === 0) throw new RequestKeyTaken();
+        const recorded = await recordRequest(tx, { key: request.key, requestKey: request.requestKey, step: request.step, input, answer: json, leaseToken });
+        if (!recorded) throw new RequestKeyTaken();
         return result;
       });
       // An answer that wrote nothing (a claim found IN_FLIGHT) may still be the recorded one's replay.
@@ -124,15 +116,24 @@ export async function runKeyedRequest<A>(
 
 /** The recorded answer of `stored`, or the conflict when this request is not the one recorded under its key. */
 function replay<A>(stored: OperationRequestRow, request: KeyedRequest, input: Record<string, string>, codec: AnswerCodec<A>): KeyedAnswer<A> {
-  if (stored.step !== request.step) throw new IdempotencyConflictError(['mutation']);
-  const recorded = JSON.parse(stored.input) as Record<string, string>;
-  const fields = [...new Set([...Object.keys(recorded), ...Object.keys(input)])].filter((field) => recorded[field] !== input[field]);
+  const fields = differingRequestFields(stored, request.step, input);
   if (fields.length > 0) throw new IdempotencyConflictError(fields);
   return { answer: codec.decode(JSON.parse(stored.answer), stored.lease_token), replayed: true };
 }
 
-/** Each field's value as a digest: comparable, and nothing secret kept in the clear. */
-function digestInput(input: Record<string, unknown>): Record<string, string> {
+/**
+ * The fields in which a request (its step and digested input) differs from
+ * the one recorded in `stored`: `mutation` alone when it was another step,
+ * none when it is the same request.
+ */
+export function differingRequestFields(stored: OperationRequestRow, step: OperationRequestStep, input: Record<string, string>): string[] {
+  if (stored.step !== step) return ['mutation'];
+  const recorded = JSON.parse(stored.input) as Record<string, string>;
+  return [...new Set([...Object.keys(recorded), ...Object.keys(input)])].filter((field) => recorded[field] !== input[field]);
+}
+
+/** Each field's value as a digest: comparable, and nothing secret kept in the clear. Absent (undefined) fields are left out. */
+export function digestInput(input: Record<string, unknown>): Record<string, string> {
   const digests: Record<string, string> = {};
   for (const [field, value] of Object.entries(input)) {
     if (value === undefined) continue;
@@ -178,8 +179,34 @@ const SELECT_REQUEST = prepared((db, v: { callerDID: string; operationID: string
 );
 
 async function selectRequest(store: StoreContext, request: KeyedRequest): Promise<OperationRequestRow | undefined> {
-  const { rows } = await SELECT_REQUEST(store, { callerDID: request.key.callerDID, operationID: request.key.operationID, requestKey: request.requestKey });
+  return findRecordedRequest(store, request.key, request.requestKey);
+}
+
+/** The request recorded under `requestKey` for the operation `key`, if any. */
+export async function findRecordedRequest(store: StoreContext, key: OperationKey, requestKey: string): Promise<OperationRequestRow | undefined> {
+  const { rows } = await SELECT_REQUEST(store, { callerDID: key.callerDID, operationID: key.operationID, requestKey });
   return rows[0];
+}
+
+/**
+ * Records a request's digested input and its answer under `requestKey` (in
+ * the caller's transaction); false when the key was already recorded.
+ */
+export async function recordRequest(
+  store: StoreContext,
+  request: { key: OperationKey; requestKey: string; step: OperationRequestStep; input: Record<string, string>; answer: unknown; leaseToken: string | null },
+): Promise<boolean> {
+  const { rows } = await INSERT_REQUEST(store, {
+    callerDID: request.key.callerDID,
+    operationID: request.key.operationID,
+    requestKey: request.requestKey,
+    step: request.step,
+    input: JSON.stringify(request.input),
+    answer: JSON.stringify(request.answer),
+    leaseToken: request.leaseToken,
+    now: store.now(),
+  });
+  return rows.length > 0;
 }
 
 /** A lease kept without its token (the token goes to its own column). */

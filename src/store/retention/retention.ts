@@ -12,6 +12,7 @@
 import { sql } from 'kysely';
 import type { StoreContext } from '../context.js';
 import { ACTIVITY_RETENTION_MS, pruneActivityBatch } from '../activity/activity.js';
+import { ENQUEUE_REQUEST_KEY } from '../operations/enqueue.js';
 import { TERMINAL_OPERATION_STATES } from '../operations/types.js';
 import { TERMINAL_SWEEP_CANDIDATE_STATES } from '../sweeps/types.js';
 import { requireNonNegativeInteger, requirePositiveInteger } from '../validate.js';
@@ -178,6 +179,7 @@ export async function runRetention(store: StoreContext, options: RetentionOption
   });
 
   // Request keys (issue 37) outlive no resend: a lost answer is resent within seconds, and the row goes with its operation anyway.
+  // An enqueue's answer (issue 39) is the operation's own key's: it stays while the operation does, so a late resend is still answered as the first time.
   const requestKeys = await drain(async () => {
     const result = await store.db
       .deleteFrom('kubun_connector_operation_request')
@@ -186,6 +188,7 @@ export async function runRetention(store: StoreContext, options: RetentionOption
           .selectFrom('kubun_connector_operation_request')
           .select(['caller_did', 'operation_id', 'request_key'])
           .where('created_at', '<', operationCutoff)
+          .where('request_key', '<>', ENQUEUE_REQUEST_KEY)
           .limit(batchSize);
         if (postgres) keys = keys.forUpdate().skipLocked();
         return eb(refTuple('caller_did', 'operation_id', 'request_key'), 'in', keys.$asTuple('caller_did', 'operation_id', 'request_key'));

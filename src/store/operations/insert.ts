@@ -1,0 +1,96 @@
+/** The one INSERT of a new operation, shared by claim (leased to its claimer) and enqueue (no lease). */
+import type { OperationRow } from '../../db/tables.js';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
+import type { StoreContext } from '../context.js';
+import { prepared } from '../prepared.js';
+import { OPERATION_TABLE } from './row.js';
+import type { ConnectorOperationOp } from './types.js';
+
+/** Everything a new operation records about its write: the idempotency key and the fields a replay must repeat. */
+export interface OperationWriteInput {
+  callerDID: string;
+  operationID: string;
+  ownerDID: string;
+  connectorName: string;
+  model: string;
+  op: ConnectorOperationOp;
+  accountKey: string;
+  target: string;
+  /** The provider's id of the target document, when known. Default `null`. */
+  sourceID?: string | null;
+  /**
+   * The local document the write comes from, when known up front (an update
+   * or delete always knows it): stored at once, so the document sweep and
+   * `hasConnectorWork` see the live write, and finalize must name the same
+   * document. Default `null` (a create learns its document at finalize).
+   */
+  documentID?: string | null;
+  deterministicEventID: string;
+  payloadHash: string;
+  reissueIntent: string;
+  /** The longest a send of this operation may take, in ms; kept for its marks. Default `null`: each mark's, else the store's default (30 s). */
+  sendTimeoutMs?: number | null;
+}
+
+/** How a new row starts: when it is first due, and its lease (claim) or none (enqueue). */
+export interface NewOperationStart {
+  now: number;
+  nextAttemptAt: number;
+  lease: { token: string; expiresAt: number } | null;
+}
+
+/** A new operation; nothing when the key exists (only the idempotency key may conflict: a node_key collision must fail loudly, not loop). */
+const INSERT_OPERATION = prepared(
+  (
+    db,
+    v: OperationWriteInput & { nodeKey: string; incarnation: string; token: string | null; leaseExpiresAt: number | null; nextAttemptAt: number; now: number },
+  ) =>
+    db
+      .insertInto(OPERATION_TABLE)
+      .values({
+        caller_did: v.callerDID,
+        operation_id: v.operationID,
+        node_key: v.nodeKey,
+        owner_did: v.ownerDID,
+        connector_name: v.connectorName,
+        model: v.model,
+        op: v.op,
+        account_key: v.accountKey,
+        target: v.target,
+        source_id: v.sourceID ?? null,
+        document_id: v.documentID ?? null,
+        deterministic_event_id: v.deterministicEventID,
+        payload_hash: v.payloadHash,
+        reissue_intent: v.reissueIntent,
+        send_timeout_ms: v.sendTimeoutMs ?? null,
+        state: 'attempted',
+        attempts: 0,
+        next_attempt_at: v.nextAttemptAt,
+        version: 0,
+        incarnation: v.incarnation,
+        lease_token: v.token ?? null,
+        lease_expires_at: v.leaseExpiresAt ?? null,
+        created_at: v.now,
+        updated_at: v.now,
+      })
+      .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
+      .returning(OPERATION_COLUMNS),
+);
+
+/**
+ * Inserts the operation `write` as `attempted`, version 0, with a new node
+ * key and incarnation, due at `start.nextAttemptAt`, leased or not. Returns
+ * the row, or `undefined` when its idempotency key already exists.
+ */
+export async function insertOperation(store: StoreContext, write: OperationWriteInput, start: NewOperationStart): Promise<OperationRow | undefined> {
+  const { rows } = await INSERT_OPERATION(store, {
+    ...write,
+    nodeKey: store.getRandomID(),
+    incarnation: store.getRandomID(),
+    token: start.lease?.token ?? null,
+    leaseExpiresAt: start.lease?.expiresAt ?? null,
+    nextAttemptAt: start.nextAttemptAt,
+    now: start.now,
+  });
+  return rows[0];
+}
