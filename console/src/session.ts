@@ -10,6 +10,7 @@
  */
 import { createTokenSource, type TokenKey } from '../../client/token';
 import { fetchDevelopmentToken, SESSION_STORAGE_KEY, takeEarlyDevelopmentToken } from './boot';
+import { tokenClaims } from './jwt';
 
 const STORAGE_KEY = SESSION_STORAGE_KEY;
 /** Renew a development token this long before it expires. */
@@ -43,18 +44,7 @@ export interface Session {
   expiresAt(): number | null;
 }
 
-/** The claims of a JWT, unverified (the server verifies; the console only shows and schedules). */
-export function tokenClaims(token: string): { iss?: string; exp?: number; aud?: string | string[] } | null {
-  const part = token.split('.')[1];
-  if (part === undefined) return null;
-  try {
-    const json = atob(part.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(part.length / 4) * 4, '='));
-    const claims = JSON.parse(json) as unknown;
-    return typeof claims === 'object' && claims !== null ? (claims as { iss?: string; exp?: number }) : null;
-  } catch {
-    return null;
-  }
-}
+export { tokenClaims } from './jwt';
 
 function store(token: string, source: SessionSource): StoredSession {
   const exp = tokenClaims(token)?.exp;

@@ -35,6 +35,7 @@
  * server's message and the stream stops.
  */
 import { createClient, NetworkError, type Client } from 'graphql-sse';
+import { tokenClaims } from './jwt';
 
 /** How a stream is: connected, trying again after a break, or failing for a while (still trying). */
 export type LiveStatus = 'live' | 'reconnecting' | 'offline';
@@ -201,6 +202,37 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
     return token;
   };
 
+  /** Final: nothing retries a refused token. The tabs hear why and sign out; their subscriptions end with the client. */
+  const refuseToken = (stream: Stream, message: string) => {
+    if (stream.refused) return;
+    stream.refused = true;
+    tell(stream, { t: 'unauthorized', message });
+    queueMicrotask(() => {
+      if (stream.reconnectTimer !== null) clearTimeout(stream.reconnectTimer);
+      stream.reconnectTimer = null;
+      stream.generation++;
+      stream.client?.dispose();
+      stream.client = null;
+      if (streams.get(stream.identity) === stream) streams.delete(stream.identity);
+    });
+  };
+
+  /**
+   * A subscription ended at its token's `exp` (TOKEN_EXPIRED): a new stream
+   * serves it when the tab has a fresher token (a session that mints its
+   * own); when the newest token has expired too (a pasted one), that is
+   * final. The server would still take it for its clock tolerance (30 s),
+   * only to end every subscription at once again: the page says so now.
+   */
+  const renewAfterExpiry = async (stream: Stream) => {
+    const token = await freshToken(stream);
+    const exp = tokenClaims(token)?.exp;
+    if (typeof exp === 'number' && exp * 1000 <= Date.now()) {
+      return refuseToken(stream, `the token expired at ${new Date(exp * 1000).toLocaleTimeString()}: sign in again (with a private key the console mints its own)`);
+    }
+    reconnect(stream, retryDelayMs(stream.failures));
+  };
+
   /** A graphql-sse client for `stream`: one lazy connection, no retries of its own (the hub reconnects). */
   const newClient = (stream: Stream): Client<true> => {
     const generation = stream.generation;
@@ -263,18 +295,7 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
             tellHolders(shared, (id) => ({ t: 'ack', id }));
           }
         }
-        if (response.status === 401 && !stream.refused) {
-          stream.refused = true;
-          tell(stream, { t: 'unauthorized', message: await refusalMessage(response) });
-          // Final: nothing retries a refused token. The tabs sign out; their subscriptions end with the client.
-          queueMicrotask(() => {
-            if (stream.reconnectTimer !== null) clearTimeout(stream.reconnectTimer);
-            stream.generation++;
-            stream.client?.dispose();
-            stream.client = null;
-            if (streams.get(stream.identity) === stream) streams.delete(stream.identity);
-          });
-        }
+        if (response.status === 401 && !stream.refused) refuseToken(stream, await refusalMessage(response));
         return response;
       },
     });
@@ -297,6 +318,7 @@ export function createStreamHub(origin: string): { connect(port: MessagePort): v
         const refusal = refusalOf(value);
         // Ended for the stream's sake (its token expired, it fell behind, the database failed): a new stream, for everyone.
         // (With a backoff: a token that is expired again at once must not make a busy loop.)
+        if (refusal !== null && refusal.code === 'TOKEN_EXPIRED') return void renewAfterExpiry(stream);
         if (refusal !== null && refusal.renew) return reconnect(stream, retryDelayMs(stream.failures));
         if (refusal !== null) return refuse(stream, shared, refusal.message);
         tellHolders(shared, (id) => ({ t: 'next', id, value }));

@@ -435,6 +435,27 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect(new URL(page.url()).searchParams.getAll('state')).toEqual(['PENDING']);
     });
 
+    it.skipIf(!full)('a pasted token that expires under an open page: its stream ends at "exp", the page never stays Live on it and goes back to sign-in saying why (issue 38 item 2)', async () => {
+      const stranger = generateLocalKey();
+      const ttlSeconds = 6;
+      const shortLived = await mintToken({ privateKey: stranger.privateKey, audience: AUDIENCE, ttlSeconds });
+      const expiresAt = (JSON.parse(Buffer.from(shortLived.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp * 1000;
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector('.who button');
+      await page.click('.who button');
+      await page.waitForSelector('textarea[name=token]');
+      await paste(page, 'textarea[name=token]', shortLived);
+      await page.click('form[aria-labelledby=with-token] button[type=submit]');
+      await page.waitForFunction(() => document.querySelector('[data-live-status]')?.getAttribute('data-live-status') === 'live', { timeout: 5_000, polling: 100 });
+      // At "exp" the server ends the subscriptions (TOKEN_EXPIRED); the hub's new stream is refused (401): sign-in, with the server's reason.
+      await page.waitForSelector('[data-testid=sign-in-message]', { timeout: Math.max(1, expiresAt - Date.now()) + 5_000 });
+      expect(Date.now()).toBeGreaterThanOrEqual(expiresAt - 1_000);
+      expect(await page.$eval('[data-testid=sign-in-message]', (el) => el.textContent)).toMatch(/expired/i);
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+      await shot(page, 'token-expired');
+    });
+
     it.skipIf(!full)('a stranger’s token sees none of the owner’s rows; a refused token goes back to sign-in with the server’s message; a private key signs in with tokens minted in the page', async () => {
       const stranger = generateLocalKey();
       const strangerToken = await mintToken({ privateKey: stranger.privateKey, audience: AUDIENCE, ttlSeconds: 3600 });
