@@ -710,6 +710,15 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
       expect(code, out).toBe(0);
       await fits.waitForFunction(() => document.querySelector('.detail-head h2 .badge')?.textContent === 'dead', { timeout: 1_000, polling: 50 });
       console.info(`[${dialect}] a CLI cancel shown in the open detail page ${Date.now() - cancelledAt} ms after the command started`);
-    }, 90_000);
+
+      // A slot frees (the fitting detail page closes): the hub asks for the refused subscription again (every 30 s)
+      // and the page past the cap becomes live, its notice gone.
+      await fits.close();
+      const freedAt = Date.now();
+      await waitForStatus(refused, ['live'], 35_000);
+      expect(await refused.$('[data-testid=live-refused]')).toBeNull();
+      expect(await openSSESubscriptions(origin)).toBe(3);
+      console.info(`[${dialect}] the refused subscription was granted ${Date.now() - freedAt} ms after a slot freed`);
+    }, 130_000);
   });
 });
