@@ -130,8 +130,12 @@ export interface ReadRouter {
   close(): Promise<void>;
 }
 
-/** `REPLICA_TIMEOUT_MS` by default: above a dashboard read's usual time on a healthy standby, well under the shutdown grace. */
-export const DEFAULT_REPLICA_TIMEOUT_MS = 2_000;
+/**
+ * `REPLICA_TIMEOUT_MS` by default: far above a read's usual time on a healthy
+ * standby (milliseconds), and short enough that a standby freezing costs the
+ * reads it catches one second, once.
+ */
+export const DEFAULT_REPLICA_TIMEOUT_MS = 1_000;
 
 /** A WAL position (`X/Y`, two hex numbers) as a number, or null when `text` is not one. */
 export function parseLsn(text: string): bigint | null {
