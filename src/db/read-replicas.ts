@@ -144,13 +144,14 @@ export function parseLsn(text: string): bigint | null {
   return (BigInt(`0x${match[1]}`) << 32n) + BigInt(`0x${match[2]}`);
 }
 
-/** Whether the standby itself is the trouble: it went away, did not answer within its deadline, or no connection to it could be had in time. */
+/** Whether the standby itself is the trouble: it went away, or did not answer a call (a connect, a statement) within its deadline. */
 function standbyUnavailable(error: unknown): boolean {
-  return (
-    classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE' ||
-    isClientDeadline(error) ||
-    /timeout exceeded when trying to connect/i.test(String((error as Error | null)?.message))
-  );
+  return classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE' || isClientDeadline(error);
+}
+
+/** pg-pool's wait for a free connection ran past its deadline: this process's pool is busy, which says nothing of the standby. */
+function standbyPoolBusy(error: unknown): boolean {
+  return /timeout exceeded when trying to connect/i.test(String((error as Error | null)?.message));
 }
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -159,7 +160,7 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 function failsOver(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   // read_only_sql_transaction (a write sent to a standby); a query canceled by a recovery conflict (40001).
-  return standbyUnavailable(error) || code === '25006' || code === '40001';
+  return standbyUnavailable(error) || standbyPoolBusy(error) || code === '25006' || code === '40001';
 }
 
 interface Sample {
@@ -285,7 +286,7 @@ export async function createReadRouter(options: ReadRouterOptions): Promise<Read
   };
   const onFailover = (standby: Standby, error: unknown) => {
     route('primary', 'failover');
-    // A statement a standby cannot run (a write) or a replay conflict says nothing about its health.
+    // A statement a standby cannot run (a write), a replay conflict or a busy pool says nothing about its health.
     if (error === CUT || !standbyUnavailable(error)) return;
     cut(standby, error, 'failed a statement or did not answer it in time');
   };

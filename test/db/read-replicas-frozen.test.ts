@@ -257,6 +257,37 @@ await describeWithStandby('postgres: a read standby that stops answering (frozen
     }
   });
 
+  it('a busy standby pool is not a standby that stopped answering: a read that waited past the deadline for a connection runs on the primary, the standby stays in rotation', async () => {
+    const busy = await createReadRouter({
+      primary,
+      standbys: [parseDatabaseURL(standbyProxy.urlFor(standby.url)) as PostgresTarget],
+      maxLagMs: MAX_LAG_MS,
+      checkIntervalMs: CHECK_MS,
+      readYourWritesWaitMs: WAIT_MS,
+      timeoutMs: DEADLINE_MS,
+      poolOptions: { poolMax: 1 },
+      logger: pino({ level: 'silent' }),
+    });
+    const busyRoutes: [string, RouteReason][] = [];
+    busy.onRoute((target, reason) => busyRoutes.push([target, reason]));
+    try {
+      await until(() => busy.standbys()[0]!.inRotation, 5_000, 'in rotation');
+      const db = await busy.readerFor(null);
+      let everOut = false;
+      const watching = setInterval(() => (everOut ||= !busy.standbys()[0]!.inRotation), 5);
+      // Each well within the deadline; one connection for four: the last ones wait longer than it for theirs.
+      const ran = await Promise.all(Array.from({ length: 4 }, async () => (await sql<{ r: boolean }>`select pg_sleep(${DEADLINE_MS / 2000}), pg_is_in_recovery() as r`.execute(db)).rows[0]!.r));
+      clearInterval(watching);
+      expect(everOut).toBe(false);
+      expect(ran.filter((r) => r).length).toBeGreaterThan(0);
+      expect(ran.filter((r) => !r).length).toBeGreaterThan(0);
+      expect(busyRoutes).toContainEqual(['primary', 'failover']);
+      expect(busy.standbys()[0]).toMatchObject({ inRotation: true, answering: true, lastError: null });
+    } finally {
+      await busy.close();
+    }
+  });
+
   it('closing the router while reads wait on the frozen standby takes at most one deadline, and the reads answer from the primary', async () => {
     const closing = await createReadRouter({
       primary,
