@@ -240,7 +240,7 @@ class Standby {
    */
   whileAnswering<T>(call: Promise<T>, late: (value: T) => unknown = () => {}): Promise<T | typeof CUT> {
     if (!this.answering) {
-      void call.then(late, () => {});
+      void call.then(late).catch(() => {});
       return Promise.resolve(CUT);
     }
     return new Promise<T | typeof CUT>((resolve, reject) => {
