@@ -26,7 +26,7 @@ import {
 } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import pg from 'pg';
-import { classifyDatabaseError } from './errors.js';
+import { classifyDatabaseError, isClientDeadline } from './errors.js';
 import { CACHED_PLAN_CHANGED, statementName } from './named-statements.js';
 import { isPlainStatement, withObjectRows } from './pg-rows.js';
 import type { Database } from './tables.js';
@@ -144,6 +144,14 @@ export interface OpenDatabaseOptions {
   namedStatements?: boolean;
   /** Postgres: how long to wait for a pooled connection in ms. Default 5 000. */
   connectionTimeoutMs?: number;
+  /**
+   * Postgres: the client's own deadline for a statement's answer, in ms
+   * (pg's `query_timeout`), which holds when the server cannot enforce its
+   * `statement_timeout` (a frozen host, a partition). A statement past it
+   * fails with `Query read timeout` and its connection is destroyed, never
+   * returned to the pool. Default: none.
+   */
+  queryTimeoutMs?: number;
   /** Postgres: pool size. Default 10. */
   poolMax?: number;
   /** SQLite: how long a writer waits for a lock held by another process, in ms. Default 5 000. */
@@ -260,6 +268,7 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
     connectionString,
     max: options.poolMax ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
+    ...(options.queryTimeoutMs !== undefined && { query_timeout: options.queryTimeoutMs }),
     // A startup parameter: session state, which a transaction pooler neither accepts nor keeps
     // (TransactionPoolDialect sets it per transaction instead).
     ...(options.poolMode !== 'transaction' && { statement_timeout: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS }),
@@ -297,8 +306,10 @@ function postgresPool(connectionString: string, options: OpenDatabaseOptions): p
           // client that may still look usable for a moment; ending it now makes the pool drop it
           // on release instead of lending it to the next request. So does a named statement whose
           // table changed under it: a new connection parses it afresh.
+          // A statement past the client's deadline is still running as far as the connection knows: the
+          // next one would queue behind it. Ending a client with a statement in flight destroys its socket.
           const stale = name !== undefined && (error as { code?: unknown } | null)?.code === CACHED_PLAN_CHANGED;
-          if (stale || classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
+          if (stale || isClientDeadline(error) || classifyDatabaseError(error)?.code === 'DATABASE_UNAVAILABLE') void client.end().catch(() => {});
         });
       }
       return result;

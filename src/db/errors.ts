@@ -25,6 +25,8 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT
 /** pg and pg-pool raise these as plain Errors, without a code. */
 const UNAVAILABLE_MESSAGES = [/Connection terminated/i, /not queryable/i, /Client was closed/i, /connection is closed/i];
 const POOL_TIMEOUT_MESSAGE = /timeout exceeded when trying to connect/i;
+/** pg's own deadlines: a statement past `query_timeout`, a connection attempt past `connectionTimeoutMillis`. */
+const CLIENT_DEADLINE_MESSAGES = [/^Query read timeout$/, /Connection terminated due to connection timeout/i];
 /** better-sqlite3: another process (or a long transaction) held the lock past busy_timeout. */
 const SQLITE_BUSY_CODES = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_TIMEOUT']);
 
@@ -40,6 +42,9 @@ export function classifyDatabaseError(error: unknown): DatabaseFailure | null {
       if (CONFLICT_STATES.has(code)) return { code: 'OVERLOADED', message: 'A concurrent write got in the way; retry.', retryAfterSeconds: 1 };
       if (SQLITE_BUSY_CODES.has(code)) return { code: 'OVERLOADED', message: 'The database is busy; retry shortly.', retryAfterSeconds: 1 };
     }
+    if (CLIENT_DEADLINE_MESSAGES[0]!.test(current.message)) {
+      return { code: 'DATABASE_TIMEOUT', message: 'The database did not answer in time; retry shortly.', retryAfterSeconds: 1 };
+    }
     if (POOL_TIMEOUT_MESSAGE.test(current.message)) {
       return { code: 'OVERLOADED', message: 'The server has no database connection free; retry shortly.', retryAfterSeconds: 1 };
     }
@@ -48,4 +53,17 @@ export function classifyDatabaseError(error: unknown): DatabaseFailure | null {
     }
   }
   return null;
+}
+
+/**
+ * Whether `error` is one of the client's own deadlines (pg's `query_timeout`
+ * or `connectionTimeoutMillis`): the server gave no answer at all, which a
+ * server-side `statement_timeout` cannot catch when the host is frozen.
+ */
+export function isClientDeadline(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const { message } = current;
+    if (CLIENT_DEADLINE_MESSAGES.some((pattern) => pattern.test(message))) return true;
+  }
+  return false;
 }

@@ -8,6 +8,7 @@ import { parseCorsOrigins } from './cors.js';
 import { z } from 'zod';
 import { DEFAULT_AUDIENCE, isDID } from '../auth/index.js';
 import { DatabaseConfigError, maskDatabaseURL, parseDatabaseURL, type DatabaseTarget, type PoolMode, type PostgresTarget } from '../db/connect.js';
+import { DEFAULT_REPLICA_TIMEOUT_MS } from '../db/read-replicas.js';
 
 /**
  * A variable whose value `read` turns into the setting, or refuses with
@@ -52,6 +53,7 @@ const EnvSchema = z.object({
   MAX_REPLICA_LAG_MS: int(0, 3_600_000).default(5_000),
   REPLICA_CHECK_INTERVAL_MS: int(50, 60_000).default(1_000),
   READ_YOUR_WRITES_WAIT_MS: int(0, 10_000).default(500),
+  REPLICA_TIMEOUT_MS: int(50, 60_000).default(DEFAULT_REPLICA_TIMEOUT_MS),
   LOG_LEVEL: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FORMAT: oneOf(['json', 'pretty']).optional(),
   SLOW_REQUEST_MS: int(1, 3_600_000).default(1_000),
@@ -168,6 +170,8 @@ export interface ServerConfig {
     maxLagMs: number;
     checkIntervalMs: number;
     readYourWritesWaitMs: number;
+    /** The client-side deadline of every standby call (connect, statement, replay-position check): past it the standby leaves rotation and the read runs on the primary. */
+    timeoutMs: number;
   };
   limits: {
     maxDepth: number;
@@ -274,7 +278,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     console: e.CONSOLE,
     introspection: e.INTROSPECTION,
     db: { statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS, poolMax: e.DB_POOL_MAX, poolMode: e.DATABASE_POOL_MODE, namedStatements: e.DATABASE_NAMED_STATEMENTS },
-    readReplicas: { standbys, maxLagMs: e.MAX_REPLICA_LAG_MS, checkIntervalMs: e.REPLICA_CHECK_INTERVAL_MS, readYourWritesWaitMs: e.READ_YOUR_WRITES_WAIT_MS },
+    readReplicas: { standbys, maxLagMs: e.MAX_REPLICA_LAG_MS, checkIntervalMs: e.REPLICA_CHECK_INTERVAL_MS, readYourWritesWaitMs: e.READ_YOUR_WRITES_WAIT_MS, timeoutMs: e.REPLICA_TIMEOUT_MS },
     limits: {
       maxDepth: e.MAX_QUERY_DEPTH,
       maxCost: e.MAX_QUERY_COST,

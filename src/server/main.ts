@@ -131,6 +131,9 @@ async function main(): Promise<void> {
           maxLagMs: config.readReplicas.maxLagMs,
           checkIntervalMs: config.readReplicas.checkIntervalMs,
           readYourWritesWaitMs: config.readReplicas.readYourWritesWaitMs,
+          timeoutMs: config.readReplicas.timeoutMs,
+          // The lag check's own connection: direct, never through a transaction pooler whose server connections requests may hold.
+          ...(config.directDatabase.dialect === 'postgres' && { primaryCheck: config.directDatabase }),
           poolOptions: { statementTimeoutMs: config.db.statementTimeoutMs, poolMax: config.db.poolMax, namedStatements: config.db.namedStatements, onPoolError },
           ...(tracing !== undefined && { log: sqlSpans(tracing.provider, 'postgres') }),
           logger: logger.child({ component: 'read-standbys' }),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyDatabaseError } from '../../src/db/errors.js';
+import { classifyDatabaseError, isClientDeadline } from '../../src/db/errors.js';
 
 function driverError(code: string, message = 'driver said no'): Error {
   return Object.assign(new Error(message), { code });
@@ -30,5 +30,16 @@ describe('classifyDatabaseError', () => {
   it('never repeats the driver message to the client', () => {
     const failure = classifyDatabaseError(driverError('40P01', 'deadlock detected on kubun_connector_operation_count'));
     expect(failure?.message).not.toMatch(/kubun|deadlock detected/);
+  });
+
+  it('pg’s own deadlines: a statement past query_timeout is a timeout, a connection attempt past connectionTimeoutMillis a lost connection (issue 41)', () => {
+    const readTimeout = new Error('Query read timeout');
+    const connectTimeout = new Error('Connection terminated due to connection timeout', { cause: new Error('Connection terminated unexpectedly') });
+    expect(classifyDatabaseError(readTimeout)?.code).toBe('DATABASE_TIMEOUT');
+    expect(classifyDatabaseError(connectTimeout)?.code).toBe('DATABASE_UNAVAILABLE');
+    for (const error of [readTimeout, connectTimeout, new Error('wrapped', { cause: readTimeout })]) expect(isClientDeadline(error)).toBe(true);
+    for (const error of [driverError('57014', 'canceling statement due to statement timeout'), new Error('timeout exceeded when trying to connect'), 'Query read timeout']) {
+      expect(isClientDeadline(error)).toBe(false);
+    }
   });
 });

@@ -127,6 +127,7 @@ describe('server configuration', () => {
     MAX_REPLICA_LAG_MS: ['-1', 'must be an integer from 0 to 3600000 (got "-1")'],
     REPLICA_CHECK_INTERVAL_MS: ['10', 'must be an integer from 50 to 60000 (got "10")'],
     READ_YOUR_WRITES_WAIT_MS: ['a while', 'must be an integer from 0 to 10000 (got "a while")'],
+    REPLICA_TIMEOUT_MS: ['0', 'must be an integer from 50 to 60000 (got "0")'],
   };
 
   it('covers every variable it reads in that table', () => {
@@ -169,18 +170,19 @@ describe('server configuration', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://a@x/store', CHANGE_FEED_DATABASE_URL: 'postgres://a@y/store' }).directDatabase).toMatchObject({ connectionString: 'postgres://a@y/store' });
   });
 
-  it('takes READ_DATABASE_URLS (hot standbys, none by default) with their lag, check and read-your-writes settings', () => {
-    expect(loadConfig({}).readReplicas).toEqual({ standbys: [], maxLagMs: 5_000, checkIntervalMs: 1_000, readYourWritesWaitMs: 500 });
+  it('takes READ_DATABASE_URLS (hot standbys, none by default) with their lag, check, read-your-writes and deadline settings', () => {
+    expect(loadConfig({}).readReplicas).toEqual({ standbys: [], maxLagMs: 5_000, checkIntervalMs: 1_000, readYourWritesWaitMs: 500, timeoutMs: 1_000 });
     const config = loadConfig({
       DATABASE_URL: 'postgres://app@db.internal/store',
       READ_DATABASE_URLS: ' postgres://app:s3cret@standby-1/store , postgresql://app@standby-2:5433/store',
       MAX_REPLICA_LAG_MS: '2000',
       REPLICA_CHECK_INTERVAL_MS: '250',
       READ_YOUR_WRITES_WAIT_MS: '0',
+      REPLICA_TIMEOUT_MS: '750',
     });
     expect(config.readReplicas.standbys.map((standby) => standby.connectionString)).toEqual(['postgres://app:s3cret@standby-1/store', 'postgresql://app@standby-2:5433/store']);
     expect(config.readReplicas.standbys[0]!.display).not.toContain('s3cret');
-    expect(config.readReplicas).toMatchObject({ maxLagMs: 2_000, checkIntervalMs: 250, readYourWritesWaitMs: 0 });
+    expect(config.readReplicas).toMatchObject({ maxLagMs: 2_000, checkIntervalMs: 250, readYourWritesWaitMs: 0, timeoutMs: 750 });
   });
 
   it('refuses READ_DATABASE_URLS with SQLite, or listing anything but Postgres URLs, without showing a password', () => {
