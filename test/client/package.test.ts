@@ -206,6 +206,8 @@ describe('the client package (npm pack, installed outside the repository)', () =
 
   it('the install lines of client/README.md run as written from a folder of their own, on a fresh clone (no dist/): the key lands in that folder', async () => {
     const lines = installLines();
+    // The front page and the getting-started page show the same lines.
+    for (const page of ['README.md', 'docs/getting-started.md']) expect(shBlocks(readFileSync(join(ROOT, page), 'utf8')), page).toContain(lines);
     expect(lines).toContain('npm --prefix "$CONNECTOR_STORE" run -s client:pack');
     expect(lines).toContain('npm --prefix "$CONNECTOR_STORE" run -s keygen -- --out worker-key.json');
     const elsewhere = join(work, 'elsewhere');
@@ -375,6 +377,41 @@ describe('the client package (npm pack, installed outside the repository)', () =
     expect(committed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-docs-worker', attempts: 1 });
   });
 
+  it("README.md's worker runs as it is written, given work by client/README.md's enqueue.mjs as written: the provider applies it once", async () => {
+    const worker = frontDoorWorker();
+    expect(worker).toContain("const PROVIDER = 'http://127.0.0.1:4100';");
+    const enqueueScript = [...(await readFile(join(CLIENT, 'README.md'), 'utf8')).matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// enqueue.mjs'));
+    expect(enqueueScript).toBeDefined();
+    const provider = await startFakeProvider();
+    const url = `${started!.server.origin}/graphql`;
+    await writeFile(join(project, 'front-door-worker.mjs'), againstTestServers(worker, url, provider.url));
+    await writeFile(join(project, 'enqueue.mjs'), againstTestServers(enqueueScript!, url, provider.url));
+    const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
+    const child = spawn(process.execPath, ['front-door-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const enqueued = await run(process.execPath, ['enqueue.mjs', 'contact-front-door@v1'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+      expect(enqueued.stdout).toBe('created contact-front-door@v1 ATTEMPTED\n');
+      const again = await run(process.execPath, ['enqueue.mjs', 'contact-front-door@v1'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+      expect(again.stdout).toBe('replayed contact-front-door@v1 ATTEMPTED\n');
+      const deadline = Date.now() + 20_000;
+      let state: string | undefined;
+      while (Date.now() < deadline && state !== 'COMMITTED') {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        state = (await store.request(OperationByKeyDocument, { operationID: 'contact-front-door@v1' })).operationByKey?.state;
+      }
+      expect(state).toBe('COMMITTED');
+      expect((await store.request(OperationByKeyDocument, { operationID: 'contact-front-door@v1' })).operationByKey).toMatchObject({ documentID: 'contact-front-door@v1', attempts: 1 });
+      child.kill('SIGTERM');
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(code).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await provider.close();
+      store.dispose();
+    }
+    expect(provider.stats()).toMatchObject({ applies: { 'contact-front-door@v1': 1 }, lookups: 0 });
+  });
+
   it('the worker recipes of client/README.md and docs/worker.md type-check as TypeScript under --strict, as they are written', async () => {
     const readme = await readFile(join(CLIENT, 'README.md'), 'utf8');
     const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes("from 'connector-store-client/runtime'"));
@@ -478,6 +515,14 @@ function againstTestServers(script: string, storeURL: string, providerOrigin: st
     .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(storeURL))
     .replace("'http://127.0.0.1:4100'", JSON.stringify(providerOrigin))
     .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
+}
+
+/** The worker of README.md ("A worker"), as it is written. */
+function frontDoorWorker(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const snippet = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs'));
+  if (snippet === undefined) throw new Error('README.md has no worker.mjs snippet');
+  return snippet;
 }
 
 /** The sh blocks of a markdown page. */
