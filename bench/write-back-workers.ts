@@ -88,7 +88,7 @@ async function byHand(storeURL: string, token: () => Promise<string>, providerUR
         const fence = { id, version: held.lease!.version, leaseToken: held.lease!.token };
         await gql(fenced('startOperationAttempt', 'StartOperationAttemptInput'), fence);
         await gql(fenced('markOperationSent', 'MarkOperationSentInput'), { ...fence, sendMarker: crypto.randomUUID() });
-        const response = await fetch(`${providerURL}/items`, {
+        const response = await fetch(`${providerURL}/events`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ eventID: held.operation!.deterministicEventID, operationID: held.operation!.operationID }),

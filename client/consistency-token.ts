@@ -1,5 +1,5 @@
 /**
- * Read-your-writes across the server's read standbys (its README, "Read
+ * Read-your-writes across the server's read standbys (its docs/operations.md, "Read
  * standbys"): every mutation's answer carries `extensions.consistencyToken`,
  * the primary's WAL position after it (`X/Y`, two hex numbers, e.g.
  * `0/3000148`), and a query that sends the latest one back in the

@@ -1,5 +1,5 @@
 /**
- * Read-your-writes for the console (the server's README, "Read standbys"):
+ * Read-your-writes for the console (docs/operations.md, "Read standbys"):
  * the latest consistency token of this tab's mutation answers goes back in
  * the `Consistency-Token` header of every later request, so a query after a
  * retry or a cancel reads a standby only once it has replayed that write.

@@ -40,7 +40,7 @@ export function createProviderHandler(
       // Once the request has had time to reach the provider (loopback), while its answer is not yet back.
       const duringSend = setTimeout(() => atStep('during-send', send), 50);
       try {
-        response = await fetch(`${providerURL}/items`, {
+        response = await fetch(`${providerURL}/events`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(applyAfterMs !== undefined && { 'x-apply-after-ms': String(applyAfterMs) }) },
           // The deterministic event id goes with every attempt: a reconcile finds the write by it.
@@ -65,7 +65,7 @@ export function createProviderHandler(
     },
     async reconcile({ operation, signal }) {
       // Look the write up by what every send carried: the deterministic event id.
-      const response = await fetch(`${providerURL}/items?eventID=${encodeURIComponent(operation.deterministicEventID)}`, { signal });
+      const response = await fetch(`${providerURL}/events/${encodeURIComponent(operation.deterministicEventID)}`, { signal });
       if (response.status === 404) return { kind: 'not-landed' };
       if (!response.ok) return { kind: 'retryable', httpStatus: response.status, message: await response.text() };
       return committed(operation, (await response.json()) as { id: string; etag: string });

@@ -7,13 +7,18 @@
  * late), drop the response after applying (the connection is cut: the caller
  * cannot know), or refuse a target for good (422).
  *
- *   POST /items   {eventID, operationID, op, model, target, payload} → 201 {id, etag}
- *                 (header `x-apply-after-ms: n`: this request is applied n ms after it arrived)
- *   GET  /items?eventID=…                                           → 200 {id, etag} | 404
- *   GET  /stats                                                     → {applies, lookups, dropped, failed, stalled}
- *   POST /faults  {failRate?, stallRate?, stallMs?, slowApplyRate?, slowApplyMs?, dropRate?, rejectTargets?}
+ * Its routes are those the documented workers talk to (README.md, client/README.md,
+ * docs/worker.md), so each runs against it as written:
  *
- * Run alone: `npx tsx examples/write-back-worker/provider.ts [port]`.
+ *   POST /events           {eventID, op?, model?, target?, …} → 201 {id, etag}, header etag
+ *                          (the event id from the body, else the `idempotency-key` header;
+ *                          header `x-apply-after-ms: n`: applied n ms after it arrived)
+ *   GET  /events/:eventID  → 200 {id, etag}, header etag | 404
+ *   GET  /stats            → {applies, lookups, dropped, failed, stalled, …}
+ *   POST /faults           {failRate?, stallRate?, stallMs?, slowApplyRate?, slowApplyMs?, dropRate?, rejectTargets?}
+ *
+ * Run alone: `npm run example:provider` (port PROVIDER_PORT, default 4100, or the
+ * first argument; 0 takes a free one).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -44,7 +49,7 @@ export interface ProviderFaults {
 export interface ProviderStats {
   /** Raw applies per event id (2 would be a duplicate write). */
   applies: Record<string, number>;
-  /** Reconcile lookups (GET /items?eventID). */
+  /** Reconcile lookups (GET /events/:eventID). */
   lookups: number;
   dropped: number;
   failed: number;
@@ -83,9 +88,11 @@ export async function startFakeProvider(options: { port?: number; faults?: Parti
       response.end(JSON.stringify(body));
     };
     try {
-      if (request.method === 'POST' && url.pathname === '/items') {
+      if (request.method === 'POST' && url.pathname === '/events') {
         const body = JSON.parse(await readBody(request)) as { eventID?: unknown; target?: unknown };
-        if (typeof body.eventID !== 'string' || body.eventID === '') return json(400, { error: 'eventID is required' });
+        const keyHeader = request.headers['idempotency-key'];
+        const eventID = typeof body.eventID === 'string' && body.eventID !== '' ? body.eventID : typeof keyHeader === 'string' ? keyHeader : '';
+        if (eventID === '') return json(400, { error: 'eventID (or an idempotency-key header) is required' });
         if (typeof body.target === 'string' && faults.rejectTargets.includes(body.target)) {
           stats.rejected++;
           return json(422, { error: `target ${body.target} does not accept writes` });
@@ -102,9 +109,9 @@ export async function startFakeProvider(options: { port?: number; faults?: Parti
           await new Promise((resolve) => setTimeout(resolve, applyAfterMs));
         }
         // Applied: every request counts, duplicates included.
-        const item: Item = { id: `item-${++next}`, etag: `"${next}"`, eventID: body.eventID };
-        items.set(body.eventID, item);
-        stats.applies[body.eventID] = (stats.applies[body.eventID] ?? 0) + 1;
+        const item: Item = { id: `item-${++next}`, etag: `"${next}"`, eventID };
+        items.set(eventID, item);
+        stats.applies[eventID] = (stats.applies[eventID] ?? 0) + 1;
         if (Math.random() < faults.dropRate) {
           stats.dropped++;
           request.socket.destroy();
@@ -114,12 +121,12 @@ export async function startFakeProvider(options: { port?: number; faults?: Parti
           stats.stalled++;
           await new Promise((resolve) => setTimeout(resolve, faults.stallMs));
         }
-        return json(201, { id: item.id, etag: item.etag });
+        return json(201, { id: item.id, etag: item.etag }, { etag: item.etag });
       }
-      if (request.method === 'GET' && url.pathname === '/items') {
+      if (request.method === 'GET' && url.pathname.startsWith('/events/')) {
         stats.lookups++;
-        const item = items.get(url.searchParams.get('eventID') ?? '');
-        return item === undefined ? json(404, { error: 'no such event' }) : json(200, { id: item.id, etag: item.etag });
+        const item = items.get(decodeURIComponent(url.pathname.slice('/events/'.length)));
+        return item === undefined ? json(404, { error: 'no such event' }) : json(200, { id: item.id, etag: item.etag }, { etag: item.etag });
       }
       if (request.method === 'GET' && url.pathname === '/stats') return json(200, stats);
       if (request.method === 'POST' && url.pathname === '/faults') {
@@ -159,6 +166,11 @@ function readBody(request: IncomingMessage): Promise<string> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const provider = await startFakeProvider({ port: Number(process.argv[2] ?? 4100) });
-  console.log(`fake provider on ${provider.url} (POST /faults to make it fail, stall or drop)`);
+  const port = Number(process.argv[2] ?? process.env.PROVIDER_PORT ?? 4100);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    console.error(`PROVIDER_PORT: must be an integer from 0 to 65535 (got ${JSON.stringify(process.argv[2] ?? process.env.PROVIDER_PORT)})`);
+    process.exit(2);
+  }
+  const provider = await startFakeProvider({ port });
+  console.log(`stand-in provider on ${provider.url}: POST /events, GET /events/:eventID (POST /faults to make it fail, stall or drop; Ctrl+C stops it)`);
 }

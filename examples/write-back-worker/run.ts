@@ -7,7 +7,9 @@
  * CONCURRENCY (4), LEASE_MS (5 000), SEND_TIMEOUT_MS (2 000: the fake provider answers in milliseconds), and for the faults DROP_RATE (0.1: the
  * provider applies, then cuts the connection), FAIL_RATE (0.05: 503),
  * CRASH=1 (kill workers at every step: before mark-sent, after it, after the
- * provider applied), REJECT_EVERY (25: that target refuses for good → DEAD).
+ * provider applied), REJECT_EVERY (25: that target refuses for good → DEAD),
+ * and where its servers listen on 127.0.0.1: PORT (the store's, default 0: a
+ * free port) and PROVIDER_PORT (the fake provider's, default 0).
  */
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
@@ -20,6 +22,16 @@ import { runScenario } from './scenario.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const number = (name: string, fallback: number) => (process.env[name] === undefined ? fallback : Number(process.env[name]));
+
+/** A port from the environment (0: any free one), or a usage error naming the variable. */
+function portFrom(name: string): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return 0;
+  const port = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
+  if (port >= 0 && port <= 65_535) return port;
+  console.error(`${name}: must be an integer from 0 to 65535 (got ${JSON.stringify(raw)})`);
+  process.exit(2);
+}
 
 /** Writes a fresh Ed25519 private JWK (mode 0600) into `dir`; returns its path and DID. */
 export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did: string }> {
@@ -90,16 +102,25 @@ export async function startServer(env: Record<string, string>, nodeArgs: readonl
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const port = portFrom('PORT');
+  const providerPort = portFrom('PROVIDER_PORT');
   const dir = mkdtempSync(join(tmpdir(), 'write-back-example-'));
   const audience = 'connector-store';
   const { keyFile, did } = await makeWorkerKey(dir);
-  const server = await startServer({ DATABASE_URL: process.env.DATABASE_URL ?? `sqlite:${join(dir, 'store.sqlite')}`, SERVICE_DIDS: did, AUTH_AUDIENCE: audience, RETENTION_INTERVAL_MS: '0' });
+  const server = await startServer({
+    DATABASE_URL: process.env.DATABASE_URL ?? `sqlite:${join(dir, 'store.sqlite')}`,
+    SERVICE_DIDS: did,
+    AUTH_AUDIENCE: audience,
+    RETENTION_INTERVAL_MS: '0',
+    PORT: String(port),
+  });
   console.log(`server ${server.url}, worker key ${keyFile} (${did})`);
   try {
     const crash = process.env.CRASH === '1';
     const result = await runScenario({
       storeURL: server.url,
       audience,
+      providerPort,
       keyFile,
       operations: number('OPERATIONS', 200),
       workers: number('WORKERS', 2),

@@ -62,6 +62,8 @@ export interface ScenarioOptions {
   sendTimeoutMs?: number;
   /** Default: a fresh name per run. */
   connector?: string;
+  /** The fake provider's port on 127.0.0.1. Default: a free one. */
+  providerPort?: number;
   /** The provider's faults (e.g. `{ dropRate: 0.1 }`). */
   faults?: Partial<ProviderFaults>;
   /** Each worker process SIGKILLs itself at a step of its n-th send, n in this range, the step rotating over {@link CRASH_POINTS}; restarted at once. Default: none. */
@@ -150,7 +152,8 @@ const LIVE_COUNT = parse(`
 export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
   const log = options.log ?? (() => {});
   const connector = options.connector ?? `example-${Date.now().toString(36)}`;
-  const provider = await startFakeProvider({ faults: { ...options.faults, rejectTargets: ['rejected'] } });
+  const provider = await startFakeProvider({ port: options.providerPort ?? 0, faults: { ...options.faults, rejectTargets: ['rejected'] } });
+  log(`fake provider on ${provider.url}`);
   const client = await storeClientFromKeyFile(options.keyFile, { url: options.storeURL, audience: options.audience });
   const crashes: Record<CrashPoint, number> = { 'before-mark': 0, 'after-mark': 0, 'during-send': 0, 'after-apply': 0 };
   const children = new Set<ChildProcess>();

@@ -9,6 +9,13 @@ export interface CommandIO {
   argv: readonly string[];
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
+  /**
+   * The folder the user ran the command from, against which the file names
+   * they type (`keygen --out`, `token --key`) resolve. npm runs a package
+   * script in the package's folder, so `npm run`'s own INIT_CWD (see
+   * {@link callerFolder}); default `cwd`.
+   */
+  callerCwd?: string;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
   /** The clock, in ms since the epoch. Default: `Date.now()`. */
@@ -22,6 +29,19 @@ export interface Command {
   /** Printed for `-h` / `--help` and after a usage error. */
   usage: string;
   run(io: CommandIO): Promise<number>;
+}
+
+/**
+ * Where the user was when they ran this command line: npm's `INIT_CWD` when
+ * npm runs it as a package script (`npm run keygen`, `npm --prefix <checkout>
+ * run keygen`: npm sets it afresh to the folder npm was started in), else the
+ * process's `cwd`. An `INIT_CWD` inherited from another script (a test run
+ * under `npm test` that starts the CLI itself) is not this command's, so it
+ * counts only when npm's current script is this CLI.
+ */
+export function callerFolder(env: Readonly<Record<string, string | undefined>>, cwd: string): string {
+  const initCwd = env.INIT_CWD?.trim();
+  return initCwd !== undefined && initCwd !== '' && env.npm_lifecycle_script?.includes('src/cli/index.ts') === true ? initCwd : cwd;
 }
 
 /** Exit code of a usage error. */

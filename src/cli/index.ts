@@ -3,7 +3,7 @@
  * the package scripts run it (`npm run token`, `keygen`, `demo`, `migrate`,
  * `retention`, `ops`, `schema:check`). Every command has the shape of `command.ts`.
  */
-import { USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
+import { callerFolder, USAGE_ERROR, wantsHelp, type Command, type CommandIO } from './command.js';
 import { consoleBuildCommand } from './console-build.js';
 import { demoCommand } from './demo.js';
 import { keygenCommand } from './keygen.js';
@@ -53,6 +53,7 @@ process.exitCode = await runCommandLine({
   argv: process.argv.slice(2),
   env: process.env,
   cwd: process.cwd(),
+  callerCwd: callerFolder(process.env, process.cwd()),
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
 });

@@ -8,7 +8,9 @@ export const keygenCommand: Command = {
   usage: `usage: npm run -s keygen -- --out <file> [--force]
 
 Generates an Ed25519 key and writes its private JWK to <file> (mode 0600; the
-directory is made if missing). Prints the key's DID on stdout: the viewer the
+directory is made if missing). A relative <file> is taken from the folder you
+ran npm in, also with \`npm --prefix <checkout> run -s keygen -- --out <file>\`
+from another folder. Prints the key's DID on stdout: the viewer the
 server sees for tokens of this key. For a connector worker or another service,
 add the DID to the server's SERVICE_DIDS (comma-separated). Sign tokens with
 \`npm run -s token -- --key <file>\` or the client package's
@@ -36,7 +38,7 @@ An existing <file> is refused (exit 1) unless --force replaces it.
     }
     if (out === undefined) return usageError(io, keygenCommand, '--out <file> is required (where to write the private key)');
 
-    const path = resolve(io.cwd, out);
+    const path = resolve(io.callerCwd ?? io.cwd, out);
     const key = generateLocalKey();
     try {
       await writeKeyFile(path, key, { overwrite: force });

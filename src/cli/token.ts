@@ -9,7 +9,8 @@ export const tokenCommand: Command = {
 
 Prints a bearer token on stdout, signed by the key in <file> (an Ed25519
 private JWK, as \`npm run keygen -- --out <file>\` writes it) or, without --key,
-by the key in ./${LOCAL_KEY_PATH} (created if missing). The key's DID goes to
+by the key in ./${LOCAL_KEY_PATH} of this checkout (created if missing). A
+relative <file> is taken from the folder you ran npm in. The key's DID goes to
 stderr. --audience is the server's AUTH_AUDIENCE (default: AUTH_AUDIENCE here,
 else "${DEFAULT_AUDIENCE}"). --ttl is 1..${DEFAULT_MAX_TOKEN_LIFETIME_SECONDS} seconds (default ${DEFAULT_MAX_TOKEN_LIFETIME_SECONDS}).
 `,
@@ -45,7 +46,7 @@ else "${DEFAULT_AUDIENCE}"). --ttl is 1..${DEFAULT_MAX_TOKEN_LIFETIME_SECONDS} s
     let key: LocalKey & { created?: boolean };
     let keyPath: string;
     try {
-      keyPath = resolve(io.cwd, keyFile ?? LOCAL_KEY_PATH);
+      keyPath = keyFile === undefined ? resolve(io.cwd, LOCAL_KEY_PATH) : resolve(io.callerCwd ?? io.cwd, keyFile);
       key = keyFile === undefined ? await loadOrCreateLocalKey(keyPath) : await loadKeyFile(keyPath);
     } catch (error) {
       io.stderr(failureLine('token', error));

@@ -233,7 +233,7 @@ export async function checkConnection(open: OpenDatabase): Promise<void> {
     const reason = error instanceof Error ? error.message : String(error);
     // PgBouncer refuses the startup parameters a direct connection sends.
     const hint = /unsupported startup parameter/i.test(reason)
-      ? ' (a connection pooler such as PgBouncer? set DATABASE_POOL_MODE=transaction: README, "Behind PgBouncer")'
+      ? ' (a connection pooler such as PgBouncer? set DATABASE_POOL_MODE=transaction: docs/operations.md, "Behind PgBouncer")'
       : '';
     throw new DatabaseUnavailableError(`cannot reach ${open.target.display}: ${reason}${hint}`, { cause: error });
   }

@@ -6,7 +6,7 @@
  * their cost in Postgres: under the throughput benchmark's load the
  * dashboard list cost Postgres 0.35 ms of CPU per request unnamed and 0.28
  * named (issue 21; `bench/throughput.ts` with and without
- * `DATABASE_NAMED_STATEMENTS=false`, its Postgres CPU column; README,
+ * `DATABASE_NAMED_STATEMENTS=false`, its Postgres CPU column; docs/benchmarks.md,
  * "What Postgres parsed"). The store's statements whose text never
  * changes (src/store/prepared.ts) are registered here by text and get a name
  * derived from it; the pg wrapper in connect.ts sends a registered text with

@@ -174,7 +174,7 @@ const KINDS_BY_CODE = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [
  * Feed across replicas: one LISTEN connection per process, apart from the
  * pool, so a busy pool never delays delivery. When it drops, the feed reports
  * `reconnecting`, logs, and reconnects with backoff; changes published while
- * it was down are not replayed (clients re-query on reconnect: see README).
+ * it was down are not replayed (clients re-query on reconnect: see docs/subscriptions.md).
  */
 export async function createPostgresChangeFeed(options: PostgresChangeFeedOptions): Promise<ChangeFeed> {
   const listeners = new Set<ChangeListener>();

@@ -41,7 +41,11 @@ const didList = variable(
   (raw) => (listed(raw).every(isDID) ? listed(raw) : undefined),
 );
 
-const EnvSchema = z.object({
+/**
+ * Every variable the schema reads, with its form and default (CORS_ORIGINS is
+ * read on its own). Exported for docs/configuration.md's test.
+ */
+export const EnvSchema = z.object({
   NODE_ENV: oneOf(['development', 'production', 'test']).default('development'),
   PORT: int(0, 65_535).default(4000),
   HOST: text('a host name or address to listen on, e.g. 127.0.0.1 or 0.0.0.0').default('127.0.0.1'),

@@ -25,7 +25,7 @@
  * of CPU per write-back sequence of four requests, some 8 % of the
  * server's, for four series (measured on 2026-12-03 under the throughput
  * benchmark's sequence load, a build of the app with them against one
- * without; README, "What Postgres parsed"). Here the operation's labels are one object per
+ * without; docs/benchmarks.md, "What Postgres parsed"). Here the operation's labels are one object per
  * operation name and type, made once, noted on the request's context and
  * request under symbols (docs/architecture.md, "Per-request objects must
  * die young").

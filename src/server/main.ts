@@ -36,7 +36,7 @@ const USAGE = `usage: npm start [-- --demo]
 Serves GraphQL on HOST:PORT (default 127.0.0.1:4000) over the database named by
 DATABASE_URL (default: the embedded SQLite file ./data/connector-store.sqlite),
 migrated at start-up. --demo first fills it with demo data (not in production).
-Every setting is an environment variable: see README.md, Configuration.
+Every setting is an environment variable: see docs/configuration.md.
 `;
 
 async function main(): Promise<void> {

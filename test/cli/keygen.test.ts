@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { decodeJwt } from 'jose';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_AUDIENCE, localKeyFromJWK, verifyBearerToken } from '../../src/auth/index.js';
-import type { Command } from '../../src/cli/command.js';
+import { callerFolder, type Command } from '../../src/cli/command.js';
 import { keygenCommand } from '../../src/cli/keygen.js';
 import { tokenCommand } from '../../src/cli/token.js';
 import { NOW } from '../auth/fixtures.js';
@@ -141,5 +141,28 @@ describe('npm run keygen / token as scripts', () => {
     const { stdout: did } = await cli('keygen', '--out', 'svc.json');
     const { stdout: token } = await cli('token', '--key', 'svc.json', '--audience', 'cli-test', '--ttl', '60');
     await expect(verifyBearerToken(token.trim(), { audience: 'cli-test' })).resolves.toMatchObject({ did: did.trim() });
+  });
+
+  it('from another folder, `npm --prefix <checkout> run`: the file names are the caller\'s, not the checkout\'s (npm runs scripts in the package folder)', { timeout: 60_000 }, async () => {
+    const root = resolve(import.meta.dirname, '../..');
+    const npm = (...argv: string[]) => promisify(execFile)('npm', ['--prefix', root, 'run', '-s', ...argv], { cwd, env: { ...process.env, npm_config_loglevel: 'error' } });
+    // As client/README.md and docs/getting-started.md write them, in the worker's own folder.
+    const { stdout: did } = await npm('keygen', '--', '--out', 'worker-key.json');
+    expect((await readdir(cwd)).sort()).toEqual(['worker-key.json']);
+    expect(localKeyFromJWK(JSON.parse(await readFile(join(cwd, 'worker-key.json'), 'utf8'))).did).toBe(did.trim());
+    await expect(stat(join(root, 'worker-key.json'))).rejects.toThrow(/ENOENT/);
+    const { stdout: token } = await npm('token', '--', '--key', 'worker-key.json', '--audience', 'cli-test', '--ttl', '60');
+    await expect(verifyBearerToken(token.trim(), { audience: 'cli-test' })).resolves.toMatchObject({ did: did.trim() });
+  });
+});
+
+describe('callerFolder', () => {
+  it("is npm's INIT_CWD only while npm runs this CLI as the script, else the process's folder", () => {
+    const script = { INIT_CWD: '/home/me/worker', npm_lifecycle_script: 'tsx src/cli/index.ts keygen' };
+    expect(callerFolder(script, '/srv/connector-store')).toBe('/home/me/worker');
+    // Inherited from `npm test` by a CLI the tests start themselves: not this command's folder.
+    expect(callerFolder({ INIT_CWD: '/srv/connector-store', npm_lifecycle_script: 'vitest run' }, '/tmp/x')).toBe('/tmp/x');
+    expect(callerFolder({}, '/tmp/x')).toBe('/tmp/x');
+    expect(callerFolder({ ...script, INIT_CWD: ' ' }, '/tmp/x')).toBe('/tmp/x');
   });
 });

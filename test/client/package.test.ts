@@ -6,8 +6,11 @@
  * it, signs with a key file `npm run keygen` wrote, and runs the typed
  * documents against a real server process; a second one runs one write-back
  * through the runtime (`writeBack`, twice: committed, then replayed), and the
- * runtime worker recipe of client/README.md runs as it is written against a
- * stand-in provider; the same package (runtime included) bundles for the
+ * documented workers (client/README.md's runtime recipe, docs/worker.md's and
+ * README.md's) and client/README.md's enqueue.mjs run as they are written
+ * against the example's stand-in provider (examples/write-back-worker/
+ * provider.ts, the routes they call); client/README.md's install lines run as
+ * written from a folder of their own on a fresh clone; the same package (runtime included) bundles for the
  * browser without a Node built-in, its Node-only key-file subpath does not,
  * and a TypeScript consumer type-checks against its .d.ts.
  *
@@ -19,8 +22,6 @@ import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,8 +30,9 @@ import { build } from 'esbuild';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationByKeyDocument, type ClaimOperationInput } from '../../client/generated/graphql.js';
-import { storeClientFromKeyFile } from '../../client/key-file.js';
+import { storeClientFromKeyFile, tokenSourceFromKeyFile } from '../../client/key-file.js';
 import { writeBack, type WriteBackHandler } from '../../client/runtime/index.js';
+import { startFakeProvider } from '../../examples/write-back-worker/provider.js';
 import { keygenCommand } from '../../src/cli/keygen.js';
 import { startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { claimInput } from '../helpers/operation-graphql.js';
@@ -202,20 +204,34 @@ describe('the client package (npm pack, installed outside the repository)', () =
     if (work !== undefined) await rm(work, { recursive: true, force: true });
   });
 
-  it('`npm run client:pack`, as client/README.md shows it, works where dist/ does not exist yet (a fresh clone)', async () => {
+  it('the install lines of client/README.md run as written from a folder of their own, on a fresh clone (no dist/): the key lands in that folder', async () => {
+    const lines = installLines();
+    // The front page and the getting-started page show the same lines.
+    for (const page of ['README.md', 'docs/getting-started.md']) expect(shBlocks(readFileSync(join(ROOT, page), 'utf8')), page).toContain(lines);
+    expect(lines).toContain('npm --prefix "$CONNECTOR_STORE" run -s client:pack');
+    expect(lines).toContain('npm --prefix "$CONNECTOR_STORE" run -s keygen -- --out worker-key.json');
+    const elsewhere = join(work, 'elsewhere');
+    await run('mkdir', [elsewhere]);
+    await writeFile(join(elsewhere, 'package.json'), JSON.stringify({ name: 'elsewhere', private: true, type: 'module' }));
     const dist = join(ROOT, 'dist');
     // A fresh clone has no dist/ (it is build output, ignored by git): set any there aside for the test.
     const aside = existsSync(dist) ? `${dist}-aside-${process.pid}` : undefined;
     if (aside !== undefined) await rename(dist, aside);
     try {
       const client = JSON.parse(await readFile(join(CLIENT, 'package.json'), 'utf8')) as { version: string };
-      await run('npm', ['run', '-s', 'client:pack'], { cwd: ROOT, env: { ...process.env, npm_config_loglevel: 'error' } });
+      expect(lines).toContain(`connector-store-client-${client.version}.tgz`);
+      // npm's settings only (quiet, from the local cache when it can): the lines are the README's.
+      const npmQuiet = { npm_config_loglevel: 'error', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_prefer_offline: 'true' };
+      const { stdout } = await run('sh', ['-e', '-c', lines], { cwd: elsewhere, env: { ...process.env, ...npmQuiet, CONNECTOR_STORE: ROOT } });
       expect(existsSync(join(dist, `connector-store-client-${client.version}.tgz`))).toBe(true);
+      expect(JSON.parse(await readFile(join(elsewhere, 'node_modules/connector-store-client/package.json'), 'utf8'))).toMatchObject({ version: client.version });
+      expect(stdout.trim().split('\n').at(-1)).toBe((await tokenSourceFromKeyFile(join(elsewhere, 'worker-key.json'))).did);
+      expect(existsSync(join(ROOT, 'worker-key.json'))).toBe(false);
     } finally {
       await rm(dist, { recursive: true, force: true });
       if (aside !== undefined) await rename(aside, dist);
     }
-  }, 60_000);
+  }, 120_000);
 
   it('packs as connector-store-client-<server version>.tgz with the built JavaScript, .d.ts and README only', async () => {
     const server = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -282,12 +298,14 @@ describe('the client package (npm pack, installed outside the repository)', () =
     const recipe = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs') && code.includes("from 'connector-store-client/runtime'"));
     expect(recipe).toBeDefined();
 
-    const { provider, requests, origin: providerOrigin } = await startStandInProvider([['event-readme-landed', { id: 'src-landed' }]]);
+    const provider = await startFakeProvider();
+    // An event the provider already has: sent earlier, its answer lost.
+    expect((await fetch(`${provider.url}/events`, { method: 'POST', body: JSON.stringify({ eventID: 'event-readme-landed' }) })).status).toBe(201);
 
     const url = `${started!.server.origin}/graphql`;
     expect(recipe).toContain("const STORE = 'http://127.0.0.1:4000/graphql';");
-    expect(recipe).toContain("const PROVIDER = 'https://api.acme-crm.example';");
-    await writeFile(join(project, 'readme-runtime-worker.mjs'), againstTestServers(recipe!, url, providerOrigin));
+    expect(recipe).toContain("const PROVIDER = 'http://127.0.0.1:4100';");
+    await writeFile(join(project, 'readme-runtime-worker.mjs'), againstTestServers(recipe!, url, provider.url));
 
     // Work for its connector, enqueued through the runtime of this repository: a claim given back at once (due now).
     const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
@@ -313,25 +331,26 @@ describe('the client package (npm pack, installed outside the repository)', () =
       expect(code).toBe(0);
     } finally {
       if (worker.exitCode === null) worker.kill('SIGKILL');
-      provider.close();
+      await provider.close();
     }
     expect(output.text).toMatch(new RegExp(`^worker for acme-crm signing as ${did}$`, 'm'));
     const counters = JSON.parse(/^stopped (.*)$/m.exec(output.text)![1]!) as Record<string, number>;
     expect(counters).toMatchObject({ started: 2, committed: 2, reconciled: 1, retried: 0, failed: 0, leaseLost: 0, errors: 0 });
     // One POST carrying the operation's event id; the one that may have landed was looked up, never sent again.
-    expect(requests).toEqual(['POST /events event-readme-sent', 'GET /events/event-readme-landed']);
+    expect(provider.stats()).toMatchObject({ applies: { 'event-readme-landed': 1, 'event-readme-sent': 1 }, lookups: 1 });
     const sent = (await store.request(OperationByKeyDocument, { operationID: 'op-readme-sent' })).operationByKey;
     const landed = (await store.request(OperationByKeyDocument, { operationID: 'op-readme-landed' })).operationByKey;
-    expect(sent).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-sent', resultEntity: { id: 'src-2' }, attempts: 1, leaseExpiresAt: null });
-    expect(landed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-landed', resultEntity: { id: 'src-landed' }, providerEtag: '"found"', attempts: 1 });
+    expect(sent).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-sent', resultEntity: { id: 'item-2', etag: '"2"' }, attempts: 1, leaseExpiresAt: null });
+    expect(landed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-readme-landed', resultEntity: { id: 'item-1', etag: '"1"' }, providerEtag: '"1"', attempts: 1 });
   });
 
   it('the worker of docs/worker.md runs as it is written: commits a due operation, drains on SIGTERM', async () => {
     const snippet = docsWorker();
     expect(snippet).toContain("url: 'http://127.0.0.1:4000/graphql', audience: 'connector-store'");
-    const { provider, requests, origin: providerOrigin } = await startStandInProvider([]);
+    expect(snippet).toContain("const PROVIDER = 'http://127.0.0.1:4100';");
+    const provider = await startFakeProvider();
     const url = `${started!.server.origin}/graphql`;
-    await writeFile(join(project, 'docs-worker.mjs'), againstTestServers(snippet, url, providerOrigin));
+    await writeFile(join(project, 'docs-worker.mjs'), againstTestServers(snippet, url, provider.url));
     const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
     const input = claimInput({ operationID: 'op-docs-worker', connectorName: 'acme-crm', model: 'contact', deterministicEventID: 'event-docs-worker' }) as ClaimOperationInput;
     expect((await writeBack(store, input, unused, { signal: AbortSignal.abort() })).status).toBe('released');
@@ -350,12 +369,47 @@ describe('the client package (npm pack, installed outside the repository)', () =
       expect(code).toBe(0);
     } finally {
       if (worker.exitCode === null) worker.kill('SIGKILL');
-      provider.close();
+      await provider.close();
       store.dispose();
     }
-    expect(requests).toEqual(['POST /events event-docs-worker']);
+    expect(provider.stats()).toMatchObject({ applies: { 'event-docs-worker': 1 }, lookups: 0 });
     const committed = (await store.request(OperationByKeyDocument, { operationID: 'op-docs-worker' })).operationByKey;
     expect(committed).toMatchObject({ state: 'COMMITTED', documentID: 'contact:op-docs-worker', attempts: 1 });
+  });
+
+  it("README.md's worker runs as it is written, given work by client/README.md's enqueue.mjs as written: the provider applies it once", async () => {
+    const worker = frontDoorWorker();
+    expect(worker).toContain("const PROVIDER = 'http://127.0.0.1:4100';");
+    const enqueueScript = [...(await readFile(join(CLIENT, 'README.md'), 'utf8')).matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// enqueue.mjs'));
+    expect(enqueueScript).toBeDefined();
+    const provider = await startFakeProvider();
+    const url = `${started!.server.origin}/graphql`;
+    await writeFile(join(project, 'front-door-worker.mjs'), againstTestServers(worker, url, provider.url));
+    await writeFile(join(project, 'enqueue.mjs'), againstTestServers(enqueueScript!, url, provider.url));
+    const store = await storeClientFromKeyFile(join(project, 'worker-key.json'), { url, audience: AUDIENCE });
+    const child = spawn(process.execPath, ['front-door-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const enqueued = await run(process.execPath, ['enqueue.mjs', 'contact-front-door@v1'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+      expect(enqueued.stdout).toBe('created contact-front-door@v1 ATTEMPTED\n');
+      const again = await run(process.execPath, ['enqueue.mjs', 'contact-front-door@v1'], { cwd: project, env: { PATH: process.env.PATH ?? '' } });
+      expect(again.stdout).toBe('replayed contact-front-door@v1 ATTEMPTED\n');
+      const deadline = Date.now() + 20_000;
+      let state: string | undefined;
+      while (Date.now() < deadline && state !== 'COMMITTED') {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        state = (await store.request(OperationByKeyDocument, { operationID: 'contact-front-door@v1' })).operationByKey?.state;
+      }
+      expect(state).toBe('COMMITTED');
+      expect((await store.request(OperationByKeyDocument, { operationID: 'contact-front-door@v1' })).operationByKey).toMatchObject({ documentID: 'contact-front-door@v1', attempts: 1 });
+      child.kill('SIGTERM');
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(code).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await provider.close();
+      store.dispose();
+    }
+    expect(provider.stats()).toMatchObject({ applies: { 'contact-front-door@v1': 1 }, lookups: 0 });
   });
 
   it('the worker recipes of client/README.md and docs/worker.md type-check as TypeScript under --strict, as they are written', async () => {
@@ -459,8 +513,28 @@ const unused: WriteBackHandler = { send: () => Promise.reject(new Error('not sen
 function againstTestServers(script: string, storeURL: string, providerOrigin: string): string {
   return script
     .replace("'http://127.0.0.1:4000/graphql'", JSON.stringify(storeURL))
-    .replace("'https://api.acme-crm.example'", JSON.stringify(providerOrigin))
+    .replace("'http://127.0.0.1:4100'", JSON.stringify(providerOrigin))
     .replace("audience: 'connector-store'", `audience: ${JSON.stringify(AUDIENCE)}`);
+}
+
+/** The worker of README.md ("A worker"), as it is written. */
+function frontDoorWorker(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const snippet = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.startsWith('// worker.mjs'));
+  if (snippet === undefined) throw new Error('README.md has no worker.mjs snippet');
+  return snippet;
+}
+
+/** The sh blocks of a markdown page. */
+function shBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
+/** The install lines of client/README.md (its sh block that packs the client), comments and all. */
+function installLines(): string {
+  const block = shBlocks(readFileSync(join(CLIENT, 'README.md'), 'utf8')).find((code) => code.includes('client:pack'));
+  if (block === undefined) throw new Error('client/README.md has no install lines');
+  return block;
 }
 
 /** The worker of docs/worker.md ("A worker in twenty lines"), as it is written. */
@@ -471,31 +545,3 @@ function docsWorker(): string {
   return snippet;
 }
 
-/**
- * The provider both recipes talk to, standing in for a real one: POST /events applies an
- * event once per idempotency key; GET /events/:id finds one. Records each request it got.
- */
-async function startStandInProvider(known: [string, { id: string }][]): Promise<{ provider: Server; requests: string[]; origin: string }> {
-  const events = new Map<string, { id: string }>(known);
-  const requests: string[] = [];
-  const provider: Server = createServer((request, response) => {
-    const key = request.headers['idempotency-key'];
-    requests.push(`${request.method} ${request.url}${typeof key === 'string' ? ` ${key}` : ''}`);
-    request.resume();
-    request.on('end', () => {
-      const found = request.url?.startsWith('/events/') === true ? events.get(decodeURIComponent(request.url.slice('/events/'.length))) : undefined;
-      if (request.method === 'POST' && request.url === '/events' && typeof key === 'string') {
-        const event = events.get(key) ?? { id: `src-${events.size + 1}` };
-        events.set(key, event);
-        response.writeHead(201, { 'content-type': 'application/json', etag: '"1"' }).end(JSON.stringify(event));
-      } else if (request.method === 'GET' && found !== undefined) {
-        response.writeHead(200, { 'content-type': 'application/json', etag: '"found"' }).end(JSON.stringify(found));
-      } else {
-        response.writeHead(404).end();
-      }
-    });
-  });
-  provider.listen(0, '127.0.0.1');
-  await once(provider, 'listening');
-  return { provider, requests, origin: `http://127.0.0.1:${(provider.address() as AddressInfo).port}` };
-}
