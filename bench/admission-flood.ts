@@ -24,7 +24,8 @@ const owner = generateLocalKey();
 const service = generateLocalKey();
 const database = openDatabase({ dialect: 'sqlite', path: ':memory:', display: 'sqlite::memory:' });
 await migrateToLatest(database.db, 'sqlite');
-const config = loadConfig({ NODE_ENV: 'test', AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: service.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0' });
+// The owner's row is made now: counted at once (KNOWN_VIEWER_ROW_AGE_MS=0), as an owner's hour-old row would be.
+const config = loadConfig({ NODE_ENV: 'test', AUTH_AUDIENCE: AUDIENCE, SERVICE_DIDS: service.did, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', KNOWN_VIEWER_ROW_AGE_MS: '0' });
 const app = createServerApp({ config, database, logger: createLogger('silent') });
 const bearer = async (key = generateLocalKey()) => `Bearer ${await mintToken({ privateKey: key.privateKey, did: key.did, audience: AUDIENCE, ttlSeconds: 600 })}`;
 const peer = (i: number) => ({ req: { socket: { remoteAddress: oneAddress ? '10.1.0.1' : `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}` } } });

@@ -6,22 +6,27 @@
  * everyone else out. The rule, checked in this order for each pool:
  *
  * 1. per viewer: at most `perViewer` (429 `TOO_MANY_SUBSCRIPTIONS`);
- * 2. an *unknown* viewer (not a service DID, owns no row here) from an
+ * 2. an *unknown* viewer (not a service DID, owns no row old enough) from an
  *    address that already holds `perIP` for unknown viewers is refused
  *    (429 `TOO_MANY_SUBSCRIPTIONS_PER_IP`); the address is the socket's
- *    remote address, no proxy header is trusted;
+ *    remote address keyed by client-address.ts (IPv6 per /64), no proxy
+ *    header is trusted;
  * 3. at most `total` for everyone (503 `OVERLOADED`, retryable);
  * 4. unknown viewers together hold at most `unknownPercent` % of `total`
  *    (503 `OVERLOADED`, retryable): the rest is kept for known identities,
  *    service DIDs and viewers who own rows.
  *
  * Known viewers are not counted per address: an owner behind the same NAT as
- * a flood of fresh keys still gets in. Standing is an admission hint (cached
+ * a flood of fresh keys still gets in. Known costs more than a claim (issue
+ * 41): a row counts once it is KNOWN_VIEWER_ROW_AGE_MS old (an hour by
+ * default), so keys that each claim once a moment ago are still fresh keys;
+ * keys prepared that long ahead are not stopped by this, only by the
+ * per-viewer caps and the totals. Standing is an admission hint (cached
  * for a few seconds); the caps are resource limits of this process, so they
  * live in its memory like the rest of SPEC §6's per-replica limits.
  */
 
-/** A viewer's standing for admission: `known` (service DID, or owns a row) or `unknown` (a fresh key). */
+/** A viewer's standing for admission: `known` (service DID, or owns a row old enough) or `unknown` (a fresh key). */
 export type Standing = 'known' | 'unknown';
 
 /** Who asks to hold one more stream. */
@@ -125,7 +130,7 @@ export function createAdmissionPool(limits: AdmissionLimits, noun: string): Admi
 export interface StandingLookupOptions {
   /** The configured service principals (always known). */
   serviceDIDs: ReadonlySet<string>;
-  /** Whether a DID owns any row (the store's `ownsAnyRow`). */
+  /** Whether a DID owns a row that makes it known (the store's `ownsAnyRow`, with the age rule). */
   ownsRows: (did: string) => Promise<boolean>;
   /** How long a `known` answer is reused. Default 60 000 ms. */
   knownTtlMs?: number;

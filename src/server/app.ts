@@ -44,6 +44,7 @@ import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.j
 import { useResponseSizeLimit } from './response-size.js';
 import { ownsAnyRow } from '../store/ownership/index.js';
 import { createAdmissionPool, createStandingLookup, type AdmissionLimits } from './admission.js';
+import { addressKey } from './client-address.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
 
 /** What {@link createServerApp} needs. */
@@ -79,11 +80,14 @@ export interface ServerApp {
   /** The persisted documents this server accepts by id (PERSISTED_DOCUMENTS), if any; WebSocket applies the same rule. */
   persistedDocuments: PersistedDocuments | undefined;
   /**
-   * Admits one initialised WebSocket connection of `viewerDID` from `ip` under the
-   * subscriptions' admission rule (admission.ts) with MAX_WEBSOCKET_CONNECTIONS as its
-   * total and no cap per viewer; rejects with an `AdmissionRefusedError`. Resolves to its release.
+   * Admits one initialised WebSocket connection of `viewerDID` from `ip` (a key of
+   * {@link ServerApp.clientAddress}) under the subscriptions' admission rule (admission.ts)
+   * with MAX_WEBSOCKET_CONNECTIONS as its total and MAX_WEBSOCKET_CONNECTIONS_PER_VIEWER
+   * per viewer; rejects with an `AdmissionRefusedError`. Resolves to its release.
    */
   admitWebSocketConnection(viewerDID: string, ip: string | null): Promise<() => void>;
+  /** The key per-address limits count a socket's remote address under (client-address.ts: IPv6 per IPV6_PREFIX_BITS); null when there is none. */
+  clientAddress(remoteAddress: string | null | undefined): string | null;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
@@ -105,7 +109,14 @@ export function createServerApp({
 }: ServerAppOptions): ServerApp {
   const store = createStoreContext(database.db, database.dialect, storeDeps);
   // One admission rule for every long-lived stream (admission.ts): known viewers keep room a crowd of fresh keys cannot take.
-  const standingOf = createStandingLookup({ serviceDIDs: config.auth.serviceDIDs, ownsRows: (did) => ownsAnyRow(store, did) });
+  // Known costs a row older than KNOWN_VIEWER_ROW_AGE_MS, not a claim made a moment ago (issue 41).
+  const knownAfterMs = config.limits.knownViewerRowAgeMs;
+  const standingOf = createStandingLookup({
+    serviceDIDs: config.auth.serviceDIDs,
+    ownsRows: (did) => ownsAnyRow(store, did, knownAfterMs === 0 ? {} : { createdBefore: store.now() - knownAfterMs }),
+  });
+  const clientAddress = (remoteAddress: string | null | undefined): string | null =>
+    remoteAddress == null || remoteAddress === '' ? null : addressKey(remoteAddress, config.limits.ipv6PrefixBits);
   const admissionLimits = (total: number): AdmissionLimits => ({
     perViewer: config.limits.maxSubscriptionsPerViewer,
     perIP: config.limits.maxSubscriptionsPerIP,
@@ -114,9 +125,9 @@ export function createServerApp({
   });
   const subscriptions = createSubscriptionLimiter(admissionLimits(config.limits.maxSubscriptions), standingOf);
   const eventStreams = createAdmissionPool(admissionLimits(config.limits.maxSubscriptions), 'event streams');
-  // No cap per viewer on sockets (one carries up to MAX_SUBSCRIPTIONS_PER_VIEWER of its subscriptions): the address and share caps apply.
+  // Known viewers too have a cap on sockets: one key must not open every connection of the replica (issue 41).
   const webSocketConnections = createAdmissionPool(
-    { ...admissionLimits(config.limits.maxWebSocketConnections), perViewer: Number.POSITIVE_INFINITY },
+    { ...admissionLimits(config.limits.maxWebSocketConnections), perViewer: config.limits.maxWebSocketConnectionsPerViewer },
     'WebSocket connections',
   );
   const requestIDOf = (request: Request): string => {
@@ -188,7 +199,7 @@ export function createServerApp({
         noteDerived: (original, derived) => shareRequestState(original, derived),
       },
       now: () => store.now(),
-      admit: async ({ viewerDID, ip }) => eventStreams.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
+      admit: async ({ viewerDID, ip }) => eventStreams.admit({ viewerDID, ip: clientAddress(ip), standing: await standingOf(viewerDID) }),
       register: (end) => subscriptions.register(end),
     }),
     readinessCheck({
@@ -287,7 +298,7 @@ export function createServerApp({
       const readAfter = readAfterOf(headers);
       if (request !== undefined) requestLog.noteViewer(request, viewer.kind);
       // Before anything is read or written; no proxy header is trusted for the address.
-      const ip = req?.socket?.remoteAddress ?? null;
+      const ip = clientAddress(req?.socket?.remoteAddress);
       await rateLimiter.consume({ viewerDID: viewer.kind === 'anonymous' ? null : viewer.did, ip });
       const log = () => logger.child({ requestID, viewer: viewer.kind === 'anonymous' ? 'anonymous' : viewer.did });
       return createGraphQLContext({
@@ -314,6 +325,7 @@ export function createServerApp({
     changes,
     persistedDocuments,
     admitWebSocketConnection: async (viewerDID, ip) => webSocketConnections.admit({ viewerDID, ip, standing: await standingOf(viewerDID) }),
+    clientAddress,
   };
 }
 

@@ -90,7 +90,16 @@ export const EnvSchema = z.object({
   // The share of MAX_SUBSCRIPTIONS (and of reserved streams, WebSocket connections) such viewers may hold together.
   UNKNOWN_VIEWER_SHARE_PERCENT: int(0, 100).default(50),
   MAX_WEBSOCKET_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  // One socket carries many subscriptions: a viewer needs a few (one per tab), not the replica's.
+  MAX_WEBSOCKET_CONNECTIONS_PER_VIEWER: int(1, 1_000_000).default(20),
   WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(3_000),
+  // Sockets still sending headers or before connection_init (waiting-sockets.ts): per address (0: no cap), and in all.
+  MAX_PENDING_SOCKETS_PER_IP: int(0, 1_000_000).default(32),
+  MAX_PENDING_SOCKETS: int(1, 1_000_000).default(1_000),
+  // One IPv6 host usually holds a /64: per-address limits count IPv6 clients by this prefix.
+  IPV6_PREFIX_BITS: int(1, 128).default(64),
+  // A viewer is known (admission.ts) by a row older than this, or as a service DID; 0: any row, at once.
+  KNOWN_VIEWER_ROW_AGE_MS: int(0, 30 * 86_400_000).default(3_600_000),
   // Floods, not traffic: ~1 000 requests/s per viewer and ~2 000/s per address, sustained over a minute.
   RATE_LIMIT_PER_VIEWER: int(0, 100_000_000).default(60_000),
   RATE_LIMIT_PER_IP: int(0, 100_000_000).default(120_000),
@@ -197,8 +206,18 @@ export interface ServerConfig {
     unknownViewerPercent: number;
     /** Open WebSocket connections on this replica; an upgrade past it is refused with 503. */
     maxWebSocketConnections: number;
+    /** Initialised WebSocket connections one viewer may hold on this replica (known or not); past it → close 4429. */
+    maxWebSocketConnectionsPerViewer: number;
     /** How long a WebSocket client has to send `connection_init` before it is closed (4408). */
     webSocketInitTimeoutMs: number;
+    /** Sockets still sending request headers or before `connection_init` one address may hold (0: no cap); past it its oldest is closed (waiting-sockets.ts). */
+    maxPendingSocketsPerIP: number;
+    /** Such sockets of every address together; past it the oldest anywhere is closed. */
+    maxPendingSockets: number;
+    /** Per-address limits count an IPv6 client by this many leading bits of its address (client-address.ts); IPv4 per address. */
+    ipv6PrefixBits: number;
+    /** A viewer who owns a row created at least this long ago is known to admission (as a service DID is); 0: any row (and any sync state) at once. */
+    knownViewerRowAgeMs: number;
   };
   jobs: {
     /** How often retention and the pending-auth expiry sweep run; 0 disables. */
@@ -296,7 +315,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxSubscriptionsPerIP: e.MAX_SUBSCRIPTIONS_PER_IP,
       unknownViewerPercent: e.UNKNOWN_VIEWER_SHARE_PERCENT,
       maxWebSocketConnections: e.MAX_WEBSOCKET_CONNECTIONS,
+      maxWebSocketConnectionsPerViewer: e.MAX_WEBSOCKET_CONNECTIONS_PER_VIEWER,
       webSocketInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
+      maxPendingSocketsPerIP: e.MAX_PENDING_SOCKETS_PER_IP,
+      maxPendingSockets: e.MAX_PENDING_SOCKETS,
+      ipv6PrefixBits: e.IPV6_PREFIX_BITS,
+      knownViewerRowAgeMs: e.KNOWN_VIEWER_ROW_AGE_MS,
     },
     jobs: { retentionIntervalMs: e.RETENTION_INTERVAL_MS, idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS, deadRetentionMs: e.DEAD_RETENTION_MS, backlogSampleIntervalMs: e.BACKLOG_SAMPLE_INTERVAL_MS },
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

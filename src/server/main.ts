@@ -23,6 +23,7 @@ import { developmentCredentialsAllowed, loadDevelopmentCredentials, type Develop
 import { backlogSamplerJob, backlogSamplerTickMs, serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
 import { sqlSpans, startTracing } from './tracing.js';
+import { countWaitingHTTPSockets, createWaitingSocketBudget } from './waiting-sockets.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 /** The change feed's publish, once per committed write: named on direct connections (src/db/named-statements.ts). */
@@ -160,6 +161,9 @@ async function main(): Promise<void> {
     },
     app.yoga,
   );
+  // Sockets still sending headers or before connection_init: a budget per address of their own (issue 41).
+  const waitingSockets = createWaitingSocketBudget({ perAddress: config.limits.maxPendingSocketsPerIP, total: config.limits.maxPendingSockets });
+  countWaitingHTTPSockets(server, waitingSockets, app.clientAddress);
   await listen(server, config.port, config.host);
   // graphql-ws subscriptions on the same port and path as SSE. Attached once listening:
   // ws re-emits the HTTP server's errors, and graphql-ws prints them with a stack trace.
@@ -168,6 +172,7 @@ async function main(): Promise<void> {
     maxPayloadBytes: config.limits.maxBodyBytes,
     maxConnections: config.limits.maxWebSocketConnections,
     connectionInitTimeoutMs: config.limits.webSocketInitTimeoutMs,
+    waitingSockets,
     closeTimeoutMs: config.shutdownGraceMs,
     corsOrigins: config.corsOrigins,
     insecureHeaderAuth: config.auth.insecureHeaderAuth,

@@ -15,14 +15,25 @@ import { originAllowed, ownOriginOf } from './cors.js';
 import type { ServerApp } from './app.js';
 import type { Logger } from './logger.js';
 import { prepareOperation } from './operation-admission.js';
+import type { WaitingSocketBudget } from './waiting-sockets.js';
 
 /** Options of {@link attachGraphQLWebSocket}. */
 export interface GraphQLWebSocketOptions {
   logger: Logger;
   /** Largest message accepted; a bigger one closes the socket (1009). */
   maxPayloadBytes: number;
-  /** Open connections at most; an upgrade past it is refused with HTTP 503. Default: no cap. */
+  /**
+   * Initialised connections at most: an upgrade while this many are open is refused with
+   * HTTP 503 (admission then holds the same total at `connection_init`). Sockets that have
+   * not sent `connection_init` do not count: `waitingSockets` does. Default: no cap.
+   */
   maxConnections?: number;
+  /**
+   * The budget a socket counts against from its upgrade until its `connection_init`
+   * (waiting-sockets.ts: per address, in all; past it the oldest such socket is closed,
+   * cut off). Default: none (only WS_CONNECTION_INIT_TIMEOUT_MS bounds them).
+   */
+  waitingSockets?: WaitingSocketBudget;
   /** How long a client has to send `connection_init` before the socket is closed (4408). Default: 3 000 ms. */
   connectionInitTimeoutMs?: number;
   /** Origins whose pages may open a socket besides the server's own (CORS_ORIGINS); none in the header mode. */
@@ -49,13 +60,15 @@ interface EnvelopedRoot {
 export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: GraphQLWebSocketOptions, path = '/graphql'): GraphQLWebSocket {
   const log = options.logger.child({ component: 'websocket' });
   const maxConnections = options.maxConnections ?? Number.POSITIVE_INFINITY;
+  // Sockets past `connection_init`: an un-initialised one counts against its address's waiting budget instead (issue 41).
+  let initialised = 0;
   const wss: WebSocketServer = new WebSocketServer({
     server,
     path,
     maxPayload: options.maxPayloadBytes,
-    // Refused before the upgrade: many identities (or none) cannot hold unbounded sockets.
+    // Refused before the upgrade when every connection is taken by identified clients.
     verifyClient: (info, done) => {
-      if (wss.clients.size >= maxConnections) return done(false, 503, 'too many WebSocket connections; retry later');
+      if (initialised >= maxConnections) return done(false, 503, 'too many WebSocket connections; retry later');
       // A page on another origin may not open a socket unless listed (cross-site WebSocket hijacking).
       if (!originAllowed(info.origin || null, ownOriginOf({ headers: info.req.headers, encrypted: info.secure }), options.corsOrigins ?? [], options.insecureHeaderAuth ?? false)) {
         return done(false, 403, 'this origin may not open a WebSocket here');
@@ -67,6 +80,16 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
   // would put its `subscriptions` map where the per-viewer limiter belongs.
   const enveloped = (connectionParams: Readonly<Record<string, unknown>> | undefined, extra: object) =>
     app.yoga.getEnveloped({ connectionParams, ...extra } as Parameters<typeof app.yoga.getEnveloped>[0]);
+  const waitingUntilInit = new WeakMap<object, () => void>();
+  wss.on('connection', (socket, request) => {
+    const budget = options.waitingSockets;
+    if (budget === undefined) return;
+    // Until its connection_init arrives; a flood of silent sockets evicts its own oldest first.
+    // Cut off, not closed: a closing handshake would let a client that never answers keep the socket 30 s more.
+    const stop = budget.wait(app.clientAddress(request.socket.remoteAddress), () => socket.terminate());
+    waitingUntilInit.set(socket, stop);
+    socket.once('close', stop);
+  });
   const envelopedFor = (ctx: { connectionParams?: Readonly<Record<string, unknown>>; extra: { request: unknown; socket: unknown } }, params: unknown) =>
     enveloped(ctx.connectionParams, { req: ctx.extra.request, socket: ctx.extra.socket, params });
 
@@ -76,6 +99,8 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
       execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
       onConnect: async (ctx) => {
+        // It has said who it is (or is refused below): no longer waiting.
+        waitingUntilInit.get(ctx.extra.socket)?.();
         // The token is checked once here, so a bad one fails the connection
         // (4401, which graphql-ws clients do not retry); each subscription
         // resolves its viewer again, as every SSE request does.
@@ -88,7 +113,15 @@ export function attachGraphQLWebSocket(server: Server, app: ServerApp, options: 
           }
           // The subscriptions' admission rule for the connection itself (admission.ts): fresh keys cannot take every socket.
           try {
-            const release = await app.admitWebSocketConnection(context.viewer.did, ctx.extra.request.socket.remoteAddress ?? null);
+            const admitted = await app.admitWebSocketConnection(context.viewer.did, app.clientAddress(ctx.extra.request.socket.remoteAddress));
+            initialised++;
+            let released = false;
+            const release = () => {
+              if (released) return;
+              released = true;
+              initialised--;
+              admitted();
+            };
             ctx.extra.socket.once('close', release);
             if (ctx.extra.socket.readyState >= ctx.extra.socket.CLOSING) release();
           } catch (error) {

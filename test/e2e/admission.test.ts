@@ -11,6 +11,10 @@
  *   of rows and a service DID still connect, subscribe and receive changes.
  * - Keys from one address stop at its cap (closed 4429
  *   TOO_MANY_SUBSCRIPTIONS_PER_IP); an owner at that address still gets in.
+ * - Keys that made one claim each a moment ago are still fresh keys (issue
+ *   41): known takes a row older than KNOWN_VIEWER_ROW_AGE_MS (the owner's
+ *   row is aged in the database here), so they fill only their share and the
+ *   owner still subscribes.
  * The same rule for graphql-sse reservations and /graphql SSE, in process:
  * test/graphql/admission.test.ts.
  */
@@ -18,7 +22,7 @@ import { createClient, type Client } from 'graphql-ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { generateLocalKey, mintToken } from '../../src/auth/index.js';
-import type { DialectName } from '../../src/db/connect.js';
+import { openDatabase, parseDatabaseURL, type DialectName } from '../../src/db/connect.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { e2ePrincipals, postGraphQL, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
@@ -68,6 +72,17 @@ describe.each(dialects)('admission over graphql-ws (%s)', (dialect) => {
     // alice owns a row: a known viewer.
     const { body } = await postGraphQL<{ claimOperation: { outcome: string } }>(server, tokens.alice, CLAIM, { input: claimInput({ operationID: 'op-owned' }) });
     expect(body.data!.claimOperation.outcome).toBe('CLAIMED');
+    // Known takes a row older than KNOWN_VIEWER_ROW_AGE_MS (an hour by default): alice's is made two hours old.
+    const database = openDatabase(parseDatabaseURL(started.databaseURL), { poolMax: 1 });
+    try {
+      await database.db
+        .updateTable('kubun_connector_operation')
+        .set({ created_at: Date.now() - 2 * 3_600_000 })
+        .where('owner_did', '=', keys.alice.did)
+        .execute();
+    } finally {
+      await database.close();
+    }
   }, 60_000);
 
   afterEach(async () => {
@@ -147,5 +162,23 @@ describe.each(dialects)('admission over graphql-ws (%s)', (dialect) => {
     expect(flood.map((s) => s.closed?.code)).toEqual([undefined, undefined, undefined, 4429]);
     expect(flood[3]!.closed!.reason).toMatch(/^TOO_MANY_SUBSCRIPTIONS_PER_IP/);
     await ownerAndServiceReceive('127.0.0.40', 'op-after-one');
+  });
+
+  it('keys that each made one claim and waited out the standing cache are not known: they fill only their share, and the owner still subscribes', async () => {
+    const flood: WSSubscription[] = [];
+    const floodTokens: string[] = [];
+    for (let i = 0; i < FLOOD_KEYS; i++) {
+      const token = await freshToken();
+      const { body } = await postGraphQL<{ claimOperation: { outcome: string } }>(server, token, CLAIM, { input: claimInput({ operationID: `op-fresh-${i}` }) });
+      expect(body.data!.claimOperation.outcome).toBe('CLAIMED');
+      floodTokens.push(token);
+    }
+    // Past the 2 s a fresh key's "unknown" is cached: a one-row owner used to be known by now.
+    await new Promise((r) => setTimeout(r, 2_500));
+    for (const [i, token] of floodTokens.entries()) flood.push(await connect(token, `127.0.0.${50 + i}`, 2));
+    // Still fresh keys: half of 8 connections, and half of 8 subscriptions among them; the rest OVERLOADED.
+    expect(flood.filter((s) => s.closed !== undefined).map((s) => s.closed!.code)).toEqual([1013, 1013]);
+    expect(flood.filter((s) => s.closed === undefined).flatMap(refusedCodes)).toEqual(['OVERLOADED', 'OVERLOADED', 'OVERLOADED', 'OVERLOADED']);
+    await ownerAndServiceReceive('127.0.0.50', 'op-after-one-claim');
   });
 });

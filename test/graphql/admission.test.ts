@@ -10,6 +10,8 @@
  * - Many keys from one address stop at its cap (429
  *   TOO_MANY_SUBSCRIPTIONS_PER_IP); an owner at that address, and a fresh key
  *   elsewhere, still get in.
+ * - One IPv6 /64 is one address (issue 41): keys from many addresses of one
+ *   /64 share its cap; IPv4-mapped IPv6 is the IPv4 address.
  * graphql-ws (connections and subscriptions) over a real server: test/e2e/admission.test.ts.
  */
 import { afterEach, expect, it } from 'vitest';
@@ -54,10 +56,11 @@ function helpers(suite: GraphQLSuite) {
     const code = sub.events[0]?.errors?.[0]?.extensions?.code as string | undefined;
     return { sub, code, retryable: sub.events[0]?.errors?.[0]?.extensions?.retryable };
   };
-  /** The owner of a row: alice claims one (so she is a known viewer). */
+  /** The owner of a row: alice claims one, and the clock moves past KNOWN_VIEWER_ROW_AGE_MS (so she is a known viewer). */
   const ownARow = async () => {
     const claimed = await suite.gql(CLAIM, { input: claimInput({ operationID: 'op-owned' }) }, { as: 'alice' });
     expect(claimed.data.claimOperation.outcome).toBe('CLAIMED');
+    suite.clock.advance(2 * 3_600_000);
   };
   return { freshToken, as, reserve, subscribe, ownARow, open };
 }
@@ -145,3 +148,17 @@ describeGraphQL('admission: fresh keys from one address', (suite) => {
     expect((await subscribe(await freshToken(), '10.0.3.2')).code).toBeUndefined();
   });
 }, { env: ENV });
+
+describeGraphQL('admission: per address, IPv6 by /64', (suite) => {
+  const { freshToken, reserve } = helpers(suite);
+
+  it('counts fresh keys from every address of one IPv6 /64 together, and an IPv4-mapped address as the IPv4 one', async () => {
+    const statuses: number[] = [];
+    for (let i = 1; i <= 4; i++) statuses.push((await reserve(await freshToken(), `2001:db8:0:1::${i}`)).status);
+    expect(statuses).toEqual([201, 201, 201, 429]);
+    expect((await reserve(await freshToken(), '2001:db8:0:1:ffff:ffff:ffff:ffff')).status).toBe(429);
+    expect((await reserve(await freshToken(), '2001:db8:0:2::1')).status).toBe(201);
+    for (let i = 0; i < 3; i++) expect((await reserve(await freshToken(), '10.0.4.1')).status).toBe(201);
+    expect((await reserve(await freshToken(), '::ffff:10.0.4.1')).status).toBe(429);
+  });
+}, { env: { ...ENV, MAX_SUBSCRIPTIONS: '100' } });

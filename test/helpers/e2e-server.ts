@@ -53,6 +53,8 @@ export interface E2EServerOptions {
   cwd?: string;
   /** Arguments of every server (`--demo`). Default: none. */
   args?: readonly string[];
+  /** Each server's limit of open files (`ulimit -n`). Default: inherited. */
+  maxOpenFiles?: number;
   /**
    * Postgres: something between the servers and the scratch database (a
    * PgBouncer, or a standby they read), given the database's direct URL; its
@@ -126,6 +128,7 @@ export async function startE2EServers(dialect: DialectName, options: E2EServerOp
     const processOptions = {
       ...(options.cwd !== undefined && { cwd: options.cwd }),
       ...(options.args !== undefined && { args: options.args }),
+      ...(options.maxOpenFiles !== undefined && { maxOpenFiles: options.maxOpenFiles }),
     };
     const servers: ServerProcess[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) {

@@ -2,7 +2,7 @@
  * Starts `src/server/main.ts` as a real child process on an ephemeral port
  * and follows its logs. The database and tokens around it: e2e-server.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -19,6 +19,12 @@ export interface ServerProcessOptions {
   cwd?: string;
   /** Arguments of `npm start` (`--demo`). Default: none. */
   args?: readonly string[];
+  /**
+   * The process's limit of open files, set (with `prlimit`) once it listens:
+   * for tests of what a socket flood does at that limit. Start-up itself opens
+   * many module files at once. Default: inherited.
+   */
+  maxOpenFiles?: number;
 }
 
 /** One structured (pino) log line of the server. */
@@ -128,6 +134,7 @@ export async function startServerProcess(env: Record<string, string>, options: S
   try {
     const listening = await waitForLog((line) => line.msg === 'connector store listening' && typeof line.url === 'string', options.timeoutMs ?? 20_000);
     const origin = new URL(listening.url as string).origin;
+    if (options.maxOpenFiles !== undefined) execFileSync('prlimit', ['--pid', String(child.pid), `--nofile=${options.maxOpenFiles}`]);
     return { origin, child, logs, stderr: () => stderr, exited, waitForLog, kill };
   } catch (error) {
     await kill();

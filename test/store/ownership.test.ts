@@ -30,6 +30,20 @@ describeEachDialect('ownership', (suite) => {
     expect(await ownsAnyRow(suite.store, stranger)).toBe(false);
   });
 
+  it('with createdBefore, counts only operations and watches created by then, never a sync state (issue 41: known costs more than a claim)', async () => {
+    const at = 1_700_000_000_000;
+    await insertOperationRow(suite.store, { owner_did: OWNER, caller_did: CALLER, created_at: at, updated_at: at });
+    expect(await ownsAnyRow(suite.store, OWNER, { createdBefore: at - 1 })).toBe(false);
+    expect(await ownsAnyRow(suite.store, OWNER, { createdBefore: at })).toBe(true);
+    await insertWatchRow(suite.store, { owner_did: OTHER_OWNER, document_id: 'doc-1', created_at: at, updated_at: at });
+    expect(await ownsAnyRow(suite.store, OTHER_OWNER, { createdBefore: at - 1 })).toBe(false);
+    expect(await ownsAnyRow(suite.store, OTHER_OWNER, { createdBefore: at + 1 })).toBe(true);
+    const syncOwner = 'did:key:z6MkSyncOwner';
+    await setSyncState(suite.store, 'google', syncOwner, { checkpoint: null, lastSyncedAt: '2026-01-01T00:00:00Z', entityCount: 0, status: 'idle' });
+    expect(await ownsAnyRow(suite.store, syncOwner)).toBe(true);
+    expect(await ownsAnyRow(suite.store, syncOwner, { createdBefore: Number.MAX_SAFE_INTEGER })).toBe(false);
+  });
+
   it('reads owner indexes only, never a table', { timeout: 60_000 }, async () => {
     await suite.store.db.executeQuery(
       overSeries(
@@ -63,16 +77,20 @@ describeEachDialect('ownership', (suite) => {
     const { store, statements } = recordingStatements(suite.store);
     // Nobody: every probe runs, and each must still find its answer in an index.
     expect(await ownsAnyRow(store, 'did:key:zNobody')).toBe(false);
-    expect(statements).toHaveLength(1);
+    // And with the age rule: the operation and watch probes, by the same indexes.
+    expect(await ownsAnyRow(store, 'did:key:zNobody', { createdBefore: 1_700_000_003_000 })).toBe(false);
+    expect(statements).toHaveLength(2);
     const paths = {
       kubun_connector_operation: 'idx_connector_operation_owner_created',
       kubun_connector_projection_watch: 'idx_connector_watch_owner_created',
       kubun_connector_sync_state: 'idx_connector_sync_state_owner',
     };
     for (const [table, index] of Object.entries(paths)) {
-      const used = await accessPaths(suite.store, statements[0]!, table);
-      expect(used.length, `${table}: ${used.join('\n')}`).toBeGreaterThan(0);
-      expect(used.every((path) => path.includes(index)), `${table}: ${used.join('\n')}`).toBe(true);
+      for (const statement of table === 'kubun_connector_sync_state' ? statements.slice(0, 1) : statements) {
+        const used = await accessPaths(suite.store, statement, table);
+        expect(used.length, `${table}: ${used.join('\n')}`).toBeGreaterThan(0);
+        expect(used.every((path) => path.includes(index)), `${table}: ${used.join('\n')}`).toBe(true);
+      }
     }
   });
 });
