@@ -43,6 +43,7 @@ import { useQueryCostBudget } from './query-cost.js';
 import { readAfterOf, useReadRouting } from './read-routing.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
+import { useViewerRequired } from './viewer-required.js';
 import { ownsAnyRow } from '../store/ownership/index.js';
 import { createAdmissionPool, createStandingLookup, type AdmissionLimits } from './admission.js';
 import { createSubscriptionLimiter } from './subscription-limiter.js';
@@ -219,6 +220,8 @@ export function createServerApp({
     // Reported as validation errors (400 GRAPHQL_VALIDATION_FAILED on every transport), not thrown out of validate().
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true, ...reportedAsValidationErrors }),
     maxAliasesPlugin({ n: config.limits.maxAliases, ...reportedAsValidationErrors }),
+    // No credentials and a field that needs a viewer: 401 before anything runs (viewer-required.ts has the rule).
+    useViewerRequired(schema),
     useQueryCostBudget({ maxCost: config.limits.maxCost, maxBulkRows: config.limits.maxBulkRows }, { costArguments: COST_ARGUMENTS, bulkRowsExtension: BULK_ROWS }),
     useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
