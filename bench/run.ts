@@ -4,6 +4,7 @@
  */
 import { runAllocationBench } from './allocation.js';
 import { runAuthCostBench } from './auth-cost.js';
+import { runCompressionBench } from './compression.js';
 import { runConsoleBench } from './console.js';
 import { runInstructionsBench } from './instructions.js';
 import { runPlansBench } from './plans.js';
@@ -16,6 +17,7 @@ import { runWriteBackWorkersBench } from './write-back-workers.js';
 const started = Date.now();
 await runStatementCountBench();
 await runAuthCostBench();
+await runCompressionBench();
 await runPlansBench();
 await runThroughputBench();
 await runStartupMemoryBench();

@@ -41,7 +41,7 @@ export interface WorkerCounters {
 /** What a worker tells `onEvent`: every write-back step, each operation's end, and its own troubles. */
 export type WorkerEvent =
   | WriteBackEvent
-  | { type: 'finished'; id: string; status: WriteBackResult['status']; kind?: string }
+  | { type: 'finished'; id: string; /** Its idempotency key, as the console shows it (`id` is the global id). */ operationID: string; status: WriteBackResult['status']; kind?: string }
   | { type: 'error'; where: 'poll' | 'subscription' | 'write-back'; code: string; message: string; retryInMs?: number }
   | { type: 'subscribed' | 'unsubscribed' | 'draining' | 'stopped' };
 
@@ -196,6 +196,8 @@ export function runWorker(options: RunWorkerOptions): Worker {
     }
   };
 
+  /** Each queued operation's idempotency key, for the events (the queue holds global ids); forgotten when it finishes. */
+  const operationIDs = new Map<string, string>();
   const launch = (id: string) => {
     const task = (async () => {
       try {
@@ -208,12 +210,13 @@ export function runWorker(options: RunWorkerOptions): Worker {
           },
         });
         count(result);
-        emit({ type: 'finished', id, status: result.status, ...(result.status === 'recorded' && { kind: result.kind }) });
+        emit({ type: 'finished', id, operationID: operationIDs.get(id) ?? ('operation' in result && result.operation !== null ? result.operation.operationID : id), status: result.status, ...(result.status === 'recorded' && { kind: result.kind }) });
       } catch (error) {
         counters.errors++;
         emit({ type: 'error', where: 'write-back', ...describe(error) });
       } finally {
         inFlight.delete(id);
+        operationIDs.delete(id);
         wake();
       }
     })();
@@ -313,6 +316,7 @@ export function runWorker(options: RunWorkerOptions): Worker {
           continue;
         }
         // Workers reading the same oldest-first list take different rows first.
+        for (const operation of due) operationIDs.set(operation.id, operation.operationID);
         queue = shuffle(due.map((operation) => operation.id).filter((id) => !inFlight.has(id)));
         queuedAt = Date.now();
         exhausted = due.length < first;

@@ -66,7 +66,7 @@ const worker = runWorker({
   handler,
   ...(logEvents && {
     onEvent: (event) => {
-      if ('operationID' in event) line({ event: event.type, operationID: event.operationID, ...(event.version !== undefined && { version: event.version }) });
+      if (event.type !== 'finished' && 'operationID' in event) line({ event: event.type, operationID: event.operationID, ...(event.version !== undefined && { version: event.version }) });
     },
   }),
 });

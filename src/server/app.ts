@@ -24,6 +24,7 @@ import type { Logger } from './logger.js';
 import { corsPolicy, originAllowed } from './cors.js';
 import type { ConsoleBuild } from './console-build.js';
 import { useRequestBodyLimit } from './body-limit.js';
+import { useCompressedAnswers } from './compression.js';
 import { useConsole } from './console.js';
 import type { DevelopmentCredentials } from './dev-credentials.js';
 import { graphiqlPage, useNoStoreForPages } from './graphiql.js';
@@ -42,6 +43,7 @@ import { useQueryCostBudget } from './query-cost.js';
 import { readAfterOf, useReadRouting } from './read-routing.js';
 import { createMemoryRateLimiter, type RequestRateLimiter } from './rate-limit.js';
 import { useResponseSizeLimit } from './response-size.js';
+import { useViewerRequired } from './viewer-required.js';
 import { ownsAnyRow } from '../store/ownership/index.js';
 import { createAdmissionPool, createStandingLookup, type AdmissionLimits } from './admission.js';
 import { addressKey } from './client-address.js';
@@ -160,6 +162,8 @@ export function createServerApp({
 
   // Plugins of several context types mix here; yoga checks the shape at run time.
   const plugins: Plugin<any>[] = [
+    // First: its onResponse runs before the request log's, so a request's logged time includes compressing its answer.
+    useCompressedAnswers(),
     requestLog,
     // Before the origin and content-type checks: a scrape is a plain GET from anywhere the token (if any) allows.
     ...(metrics?.plugins ?? []),
@@ -227,6 +231,8 @@ export function createServerApp({
     // Reported as validation errors (400 GRAPHQL_VALIDATION_FAILED on every transport), not thrown out of validate().
     maxDepthPlugin({ n: config.limits.maxDepth, flattenFragments: true, ...reportedAsValidationErrors }),
     maxAliasesPlugin({ n: config.limits.maxAliases, ...reportedAsValidationErrors }),
+    // No credentials and a field that needs a viewer: 401 before anything runs (viewer-required.ts has the rule).
+    useViewerRequired(schema),
     useQueryCostBudget({ maxCost: config.limits.maxCost, maxBulkRows: config.limits.maxBulkRows }, { costArguments: COST_ARGUMENTS, bulkRowsExtension: BULK_ROWS }),
     useResponseSizeLimit(config.limits.maxResponseBytes),
     logUnexpectedErrors(),
@@ -377,11 +383,23 @@ const reportedAsValidationErrors = {
  * multipart) with 415: those are the bodies a browser sends cross-site
  * without a preflight, so accepting them would let any web page make
  * requests the day credentials travel in cookies. GET never runs mutations.
+ * A compressed body (`Content-Encoding` other than `identity`) is refused
+ * with 415 too: bodies are never inflated, so MAX_BODY_BYTES counts what is parsed.
  */
 function jsonPostsOnly(): Plugin {
+  const refuse = (fetchAPI: { Response: typeof Response }, message: string) =>
+    new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }] }), {
+      status: 415,
+      headers: { 'content-type': 'application/json' },
+    });
   return {
     onRequest: ({ request, fetchAPI, endResponse }) => {
       if (request.method !== 'POST') return;
+      const encoding = request.headers.get('content-encoding');
+      if (encoding !== null && encoding.trim().toLowerCase() !== 'identity') {
+        endResponse(refuse(fetchAPI, `request bodies are not decompressed: send the JSON without Content-Encoding (got ${JSON.stringify(encoding.slice(0, 40))})`));
+        return;
+      }
       const sent = request.headers.get('content-type') ?? '';
       const [media = '', ...parameters] = sent.split(';');
       const type = media.trim().toLowerCase();
@@ -391,12 +409,7 @@ function jsonPostsOnly(): Plugin {
         if (normalized !== sent) request.headers.set('content-type', normalized);
         return;
       }
-      endResponse(
-        new fetchAPI.Response(JSON.stringify({ errors: [{ message: 'POST bodies must be application/json', extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }] }), {
-          status: 415,
-          headers: { 'content-type': 'application/json' },
-        }),
-      );
+      endResponse(refuse(fetchAPI, 'POST bodies must be application/json'));
     },
   };
 }

@@ -89,3 +89,74 @@ export async function developmentBanner(input: DevelopmentBannerInput): Promise<
     '',
   ].join('\n');
 }
+
+/**
+ * The banner's essential lines (where the console and GraphiQL are, how to
+ * get a token), without a token: printed again once the first requests have
+ * scrolled the banner away ({@link createBannerReminder}).
+ */
+export function bannerReminder(config: Pick<ServerConfig, 'host' | 'graphiql' | 'console'>, port: number): string {
+  const base = browsableBaseURL(config.host, port);
+  const rule = '─'.repeat(72);
+  return [
+    rule,
+    ...(config.console ? [` Console:    ${base}/console/   (signs in as the local key from this machine)`] : []),
+    config.graphiql ? ` GraphiQL:   ${base}/graphql` : ` GraphQL:    ${base}/graphql`,
+    ' Token:      npm run -s token   (the full banner is above the first request lines)',
+    rule,
+    '',
+  ].join('\n');
+}
+
+/** What {@link createBannerReminder} needs. */
+export interface BannerReminderOptions {
+  /** Writes the reminder (stderr, where the banner went). */
+  print: (text: string) => void;
+  /** A burst has ended after this long without a request. Default: 2 000 ms. */
+  quietMs?: number;
+  /** Printed after this many request lines even if they keep coming (a worker polling). Default: 40. */
+  maxRequests?: number;
+}
+
+/** The reminder's switch: the request log's lines go to `noteRequest`; `arm` gives it the text once the banner is out. */
+export interface BannerReminder {
+  noteRequest(): void;
+  arm(text: string): void;
+  stop(): void;
+}
+
+/**
+ * Prints the banner's reminder once: when the first burst of requests has
+ * ended (`quietMs` without one) or after `maxRequests` request lines,
+ * whichever comes first; never before `arm`, never twice.
+ */
+export function createBannerReminder({ print, quietMs = 2_000, maxRequests = 40 }: BannerReminderOptions): BannerReminder {
+  let text: string | undefined;
+  let requests = 0;
+  let done = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const fire = () => {
+    if (done || text === undefined || requests === 0) return;
+    done = true;
+    if (timer !== undefined) clearTimeout(timer);
+    print(text);
+  };
+  return {
+    noteRequest: () => {
+      if (done) return;
+      requests++;
+      if (requests >= maxRequests) return fire();
+      if (timer !== undefined) clearTimeout(timer);
+      timer = setTimeout(fire, quietMs);
+      // Never what keeps the process alive.
+      timer.unref();
+    },
+    arm: (armed) => {
+      text = armed;
+    },
+    stop: () => {
+      done = true;
+      if (timer !== undefined) clearTimeout(timer);
+    },
+  };
+}

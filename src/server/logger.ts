@@ -1,6 +1,6 @@
 /** Structured JSON logs (pino). Secrets are redacted by path as a second line of defence. */
 import { pino, type DestinationStream, type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import { prettyDestination } from './log-format.js';
 
 export type { Logger };
 
@@ -19,11 +19,25 @@ const REDACT = [
 
 /**
  * Creates the process logger at `level`, writing JSON lines to `destination`
- * (default stdout; tests capture lines), or `pretty` lines for a terminal
- * (pino-pretty, in this thread, so nothing is lost at exit).
+ * (default stdout; tests capture lines), or, with `pretty`, one readable line
+ * per entry (log-format.ts) to `destination` or stdout, in this thread, so
+ * nothing is lost at exit; `onEntry` then hears of each entry written.
  */
-export function createLogger(level: string, destination?: DestinationStream, format: 'json' | 'pretty' = 'json'): Logger {
+export function createLogger(
+  level: string,
+  destination?: DestinationStream,
+  format: 'json' | 'pretty' = 'json',
+  onEntry?: (entry: Record<string, unknown>) => void,
+): Logger {
   const options = { level, redact: { paths: REDACT, censor: '[redacted]' } };
-  if (format === 'pretty') return pino(options, pretty({ sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', destination: destination ?? 1 }));
+  if (format === 'pretty') {
+    return pino(
+      options,
+      prettyDestination({
+        ...(destination !== undefined && { write: (text: string) => void destination.write(text), colours: false }),
+        ...(onEntry !== undefined && { onEntry }),
+      }),
+    );
+  }
   return destination === undefined ? pino(options) : pino(options, destination);
 }

@@ -3,7 +3,7 @@
  * GraphQL on HOST:PORT, and shut down gracefully on SIGTERM/SIGINT.
  * `npm start -- --demo` first fills the database with the demo set.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { checkConnection, openDatabase, type OpenDatabase } from '../db/connect.js';
 import { createReadRouter } from '../db/read-replicas.js';
 import { acquireSQLiteServerLock } from '../db/sqlite-lock.js';
@@ -18,7 +18,7 @@ import { migrationEvents } from '../store/store-changes.js';
 import { createPostgresChangeFeed, createSQLiteChangeFeed } from './change-feed.js';
 import { loadConfig } from './config.js';
 import { assertDemoAllowed, seedLocalDemo } from '../demo/seed.js';
-import { developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
+import { bannerReminder, createBannerReminder, developmentBanner, shouldPrintDevelopmentBanner } from './dev-banner.js';
 import { developmentCredentialsAllowed, loadDevelopmentCredentials, type DevelopmentCredentials } from './dev-credentials.js';
 import { backlogSamplerJob, backlogSamplerTickMs, serverJobs, startBackgroundJobs } from './jobs.js';
 import { createLogger } from './logger.js';
@@ -53,7 +53,32 @@ async function main(): Promise<void> {
   }
   const config = loadConfig();
   if (args.includes('--demo')) assertDemoAllowed(config.env);
-  const logger = createLogger(config.logLevel, undefined, config.logFormat);
+  // Development: the banner's essential lines come back once the first burst of request lines has scrolled it away.
+  const reminder = shouldPrintDevelopmentBanner(config) ? createBannerReminder({ print: (text) => process.stderr.write(text) }) : undefined;
+  const logger = createLogger(
+    config.logLevel,
+    undefined,
+    config.logFormat,
+    reminder === undefined ? undefined : (entry) => (entry.component === 'http' ? reminder.noteRequest() : undefined),
+  );
+  // The port first: a port already taken stops the start before any database file is created or migrated.
+  // Until the app is built, requests get 503 (readiness fails the same way).
+  let handleRequest: RequestListener | undefined;
+  const server = createServer(
+    {
+      headersTimeout: config.http.headersTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      keepAliveTimeout: config.http.keepAliveTimeoutMs,
+      // How often the server checks the two timeouts above (Node's default is 30 s).
+      connectionsCheckingInterval: Math.min(1_000, config.http.headersTimeoutMs),
+    },
+    (req, res) => {
+      if (handleRequest !== undefined) return handleRequest(req, res);
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1', connection: 'close' });
+      res.end(JSON.stringify({ errors: [{ message: 'the server is starting', extensions: { code: 'STARTING' } }] }));
+    },
+  );
+  await listen(server, config.port, config.host);
   // Off unless the OTEL_* variables ask for it; started before anything it traces.
   const tracing = await startTracing(logger.child({ component: 'tracing' }));
   // One server per embedded database file (its change feed lives in this process).
@@ -151,20 +176,10 @@ async function main(): Promise<void> {
     ...(developmentCredentials !== undefined && { developmentCredentials }),
     ...(consoleBuild !== undefined && { consoleBuild }),
   });
-  const server = createServer(
-    {
-      headersTimeout: config.http.headersTimeoutMs,
-      requestTimeout: config.http.requestTimeoutMs,
-      keepAliveTimeout: config.http.keepAliveTimeoutMs,
-      // How often the server checks the two timeouts above (Node's default is 30 s).
-      connectionsCheckingInterval: Math.min(1_000, config.http.headersTimeoutMs),
-    },
-    app.yoga,
-  );
+  handleRequest = app.yoga;
   // Sockets still sending headers or before connection_init: a budget per address of their own (issue 41).
   const waitingSockets = createWaitingSocketBudget({ perAddress: config.limits.maxPendingSocketsPerIP, total: config.limits.maxPendingSockets });
   countWaitingHTTPSockets(server, waitingSockets, app.clientAddress);
-  await listen(server, config.port, config.host);
   // graphql-ws subscriptions on the same port and path as SSE. Attached once listening:
   // ws re-emits the HTTP server's errors, and graphql-ws prints them with a stack trace.
   const websocket = attachGraphQLWebSocket(server, app, {
@@ -196,7 +211,10 @@ async function main(): Promise<void> {
   if (shouldPrintDevelopmentBanner(config)) {
     // Human-readable and carrying a token: stderr, never the JSON log.
     await developmentBanner({ config, port, cwd: process.cwd(), ...(developmentCredentials !== undefined && { credentials: developmentCredentials }) }).then(
-      (banner) => process.stderr.write(banner),
+      (banner) => {
+        process.stderr.write(banner);
+        reminder?.arm(bannerReminder(config, port));
+      },
       (error: unknown) => logger.warn({ err: error }, 'could not print the development banner (npm run -s token still works)'),
     );
   }
@@ -205,6 +223,7 @@ async function main(): Promise<void> {
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    reminder?.stop();
     logger.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down: readiness off, draining');
     app.markNotReady();
     // Open subscription streams end now, so their connections do not hold the close.

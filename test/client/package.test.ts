@@ -315,7 +315,8 @@ describe('the client package (npm pack, installed outside the repository)', () =
     const worker = spawn(process.execPath, ['readme-runtime-worker.mjs'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
     const output = outputOf(worker);
     try {
-      await output.waitFor(/^finished \S+ committed/m);
+      // It logs the operation's key, as the console shows it, not its base64 global id.
+      await output.waitFor(/^finished op-readme-sent committed/m);
       // Sent, and no answer came: RECONCILE_ONLY, due once its send window (500 ms + the 2 s margin) has passed. The provider has it.
       const unknown = await writeBack(store, input('readme-landed'), {
         send: async ({ markSent }) => {
@@ -325,7 +326,7 @@ describe('the client package (npm pack, installed outside the repository)', () =
         reconcile: unused.reconcile,
       }, { sendTimeoutMs: 500 });
       expect(unknown).toMatchObject({ status: 'recorded', kind: 'UNKNOWN', operation: { state: 'RECONCILE_ONLY' } });
-      await output.waitFor(/^finished \S+ committed[\s\S]*^finished \S+ committed/m);
+      await output.waitFor(/^finished op-readme-sent committed[\s\S]*^finished op-readme-landed committed/m);
       worker.kill('SIGTERM');
       const [code] = (await once(worker, 'exit')) as [number | null];
       expect(code).toBe(0);

@@ -38,7 +38,7 @@ describeGraphQL('graphql due work', (suite) => {
     // It says what to do: which DID the caller signed as, and where a service's DID is listed.
     expect(user.errors?.[0]?.message).toMatch(/^Not authorized to use dueOperations: it is for service principals, and did:key:z\w+ is not one \(a service's DID is listed in the server's SERVICE_DIDS\)$/);
     const anonymous = await suite.gql(DUE, {}, { as: 'anonymous' });
-    expect(anonymous.data).toBeNull();
+    expect(anonymous.data).toBeUndefined();
     expect(anonymous.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
   });
 

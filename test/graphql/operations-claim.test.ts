@@ -243,7 +243,7 @@ describeGraphQL('graphql operations: claimOperation', (suite) => {
 
     it('keeps anonymous callers out', async () => {
       const res = await suite.gql(CLAIM, { input: claimInput() }, { as: 'anonymous' });
-      expect(res.data).toBeNull();
+      expect(res.data).toBeUndefined();
       expect(res.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
       expect(await operationCount(suite)).toBe(0);
     });

@@ -429,7 +429,7 @@ describeGraphQL('graphql operations: fenced writes', (suite) => {
         { input: first.fence },
         { as: 'anonymous' },
       );
-      expect(res.data).toBeNull();
+      expect(res.data).toBeUndefined();
       expect(res.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
       expect((await readOperation(suite, first.operation.id))?.attempts).toBe(0);
     });

@@ -271,7 +271,7 @@ describeGraphQL('graphql operations: queries', (suite) => {
         expect(await counts('worker', { ownerDID: suite.keys.bob.did })).toEqual(row(3, 0, 0, 0));
         expect(await counts('alice', { documentID: 'doc-1' })).toEqual(row(0, 0, 1, 0));
         const anonymous = await suite.gql(COUNTS, {}, { as: 'anonymous' });
-        expect(anonymous.data).toBeNull();
+        expect(anonymous.data).toBeUndefined();
         expect(anonymous.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
       });
     });

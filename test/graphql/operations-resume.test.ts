@@ -149,7 +149,7 @@ describeGraphQL('graphql operations: resumeDeferred', (suite) => {
 
     it('keeps anonymous callers out', async () => {
       const res = await suite.gql(RESUME, { input: { reason: 'OFFLINE' } }, { as: 'anonymous' });
-      expect(res.data).toBeNull();
+      expect(res.data).toBeUndefined();
       expect(res.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
     });
   });

@@ -22,8 +22,31 @@ describeGraphQL('graphql smoke', (suite) => {
 
   it('keeps anonymous callers away from data', async () => {
     const res = await suite.gql('{ operations(first: 1) { totalCount } }', {}, { as: 'anonymous' });
-    expect(res.data).toBeNull();
-    expect(res.errors?.[0]?.message).toMatch(/not authorized/i);
+    expect(res.data).toBeUndefined();
+    expect(res.errors?.[0]?.message).toMatch(/needs a bearer token/i);
+  });
+
+  it('no token: refused whole with 401 and a bare bearer challenge, fragments followed; the open fields alone answer 200', async () => {
+    for (const query of [
+      '{ operations(first: 1) { totalCount } }',
+      '{ serverInfo { version } operationCounts { count } }',
+      '{ ...F } fragment F on Query { ... on Query { operationCounts { count } } }',
+      'mutation { __typename }',
+    ]) {
+      const response = await suite.request(query, {}, { as: 'anonymous' });
+      if (query.startsWith('mutation')) {
+        expect(response.status, query).toBe(200);
+        continue;
+      }
+      expect(response.status, query).toBe(401);
+      expect(response.headers.get('www-authenticate'), query).toBe('Bearer realm="connector-store"');
+      const body = (await response.json()) as { data?: unknown; errors?: { extensions?: { code?: string } }[] };
+      expect(body.data, query).toBeUndefined();
+      expect(body.errors?.map((e) => e.extensions?.code), query).toEqual(['UNAUTHENTICATED']);
+    }
+    const open = await suite.request('{ __typename serverInfo { version viewerDID } }', {}, { as: 'anonymous' });
+    expect(open.status).toBe(200);
+    expect(((await open.json()) as { data: { serverInfo: { viewerDID: null } } }).data.serverInfo.viewerDID).toBeNull();
   });
 });
 

@@ -222,7 +222,16 @@ describeEachDialect('every endpoint that executes documents obeys the rules of /
       const ask = pick(endpoint, { query: '{ serverInfo { version } }' }, { query: SUBSCRIBE });
       const outcome = await endpoints[endpoint](t, ask, { token: 'not-a-token' });
       expect(outcome.code).toBe(subscriptionsOnly(endpoint) ? 'CLOSE_4401' : 'TOKEN_MALFORMED');
+      if (!subscriptionsOnly(endpoint)) expect(outcome.status).toBe(401);
       expect(outcome.data).toBeUndefined();
+    });
+
+    it(`${endpoint}: no credentials, only the open fields answer; a stream needs a viewer to open (docs/api.md, "No token, bad token")`, async () => {
+      const t = await target();
+      const outcome = await endpoints[endpoint](t, pick(endpoint, { query: '{ serverInfo { version } }' }, { query: SUBSCRIBE }), { token: null });
+      if (subscriptionsOnly(endpoint)) expect(outcome.code).toBe('CLOSE_4401');
+      else if (endpoint.startsWith('graphql-sse')) expect(outcome).toMatchObject({ status: 401, code: 'UNAUTHENTICATED', data: undefined });
+      else expect(outcome).toMatchObject({ status: 200, code: undefined, data: { serverInfo: { version: expect.any(String) } } });
     });
 
     it(`${endpoint}: no credentials cannot write (or subscribe)`, async () => {
@@ -230,6 +239,8 @@ describeEachDialect('every endpoint that executes documents obeys the rules of /
       const ask = pick(endpoint, readOnly(endpoint) ? { query: SUBSCRIBE } : { query: WRITE, variables: writeVariables }, { query: SUBSCRIBE });
       const outcome = await endpoints[endpoint](t, ask, { token: null });
       expect(outcome.code).toBe(subscriptionsOnly(endpoint) ? 'CLOSE_4401' : 'UNAUTHENTICATED');
+      // Refused whole, before anything runs (never 200 with an error per field).
+      if (!subscriptionsOnly(endpoint)) expect(outcome).toMatchObject({ status: 401, data: undefined });
       expect(await syncStatesWritten()).toBe(0);
     });
 

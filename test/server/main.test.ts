@@ -93,6 +93,26 @@ describe('npm start (process)', () => {
     expect(running.stdout()).toContain('"msg":"stopped"');
   });
 
+  it('in development, the default log format writes one line per request, and the banner’s console URL comes back after the first burst', async () => {
+    running = start(cwd, { NODE_ENV: 'development', CONSOLE: 'false', RETENTION_INTERVAL_MS: '0', BACKLOG_SAMPLE_INTERVAL_MS: '0' });
+    const banner = await waitFor(() => (running!.stderr().includes('No data yet?') ? running!.stderr() : undefined), 'the banner');
+    const url = /GraphiQL: {3}(\S+)/.exec(banner)![1]!;
+    const token = /^ {3}TOKEN=(\S+)$/m.exec(banner)![1]!;
+    const before = running.stdout().split('\n').length;
+    for (const name of ['First', 'Second', 'Third']) {
+      const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ query: `query ${name} { serverInfo { version } }` }) });
+      expect(response.status).toBe(200);
+    }
+    const reminder = await waitFor(() => (running!.stderr().length > banner.length ? running!.stderr().slice(banner.length) : undefined), 'the reminder', 10_000);
+    expect(reminder).toContain(`GraphiQL:   ${url}`);
+    expect(reminder).toContain('npm run -s token');
+    expect(reminder).not.toContain(token);
+    const requestLines = running.stdout().split('\n').slice(before - 1).filter((line) => / (First|Second|Third) /.test(line));
+    expect(requestLines).toHaveLength(3);
+    for (const line of requestLines) expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  POST (First|Second|Third) 200 [\d.]+ ms$/);
+    expect(running.stdout()).not.toContain(token);
+  });
+
   it('runs the bundle built from the sources (kept under node_modules/.cache): its version is package.json’s, it finds the console and the client documents', async () => {
     running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', PERSISTED_DOCUMENTS: 'allow' });
     const url = await waitFor(() => listeningURL(running!), 'the server');
@@ -144,13 +164,15 @@ describe('npm start (process)', () => {
     await waitFor(() => listeningURL(running!), 'the server after a crash');
   });
 
-  it('a PORT already in use stops start-up with one clear line naming the port, no stack trace', async () => {
+  it('a PORT already in use stops start-up with one clear line naming the port, no stack trace, before any database file is made', async () => {
     const holder = createTCPServer();
     await new Promise<void>((listening) => holder.listen(0, '127.0.0.1', listening));
     const { port } = holder.address() as AddressInfo;
     try {
-      running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', PORT: String(port) });
+      // A new database file in a folder that does not exist yet: the port is checked before either is made or migrated.
+      running = start(cwd, { NODE_ENV: 'production', SHUTDOWN_DRAIN_MS: '0', PORT: String(port), DATABASE_URL: `sqlite:${join(cwd, 'new/store.sqlite')}` });
       expect(await running.exited).toBe(1);
+      expect(readdirSync(cwd)).toEqual([]);
       const output = running.stdout() + running.stderr();
       expect(output).not.toMatch(/^\s+at /m);
       expect(output).not.toContain('WebSocket');

@@ -96,7 +96,7 @@ describeEachDialect('metrics endpoint', (suite) => {
     const auth = await token();
     await post(target, { query: '{ operations(' }, auth); // does not parse
     await post(target, { query: 'query Nope { nope }', operationName: 'Nope' }, auth); // does not validate
-    // No token: refused as the execution's one error.
+    // No token: refused (401) before anything runs, as the execution's one error.
     await post(target, { query: 'query Two { a: operationCounts { count } b: operationCounts { count } }', operationName: 'Two' });
     const text = (await scrape(target)).text;
     expect(sample(text, 'graphql_envelop_error_result{operationName="Anonymous",operationType="unknown",phase="parse",code="GRAPHQL_PARSE_FAILED"}')).toBe(1);
@@ -107,7 +107,7 @@ describeEachDialect('metrics endpoint', (suite) => {
     // Neither the unparsed nor the invalid document executed; only the parsed ones have an HTTP duration.
     expect(sample(text, 'graphql_envelop_request{operationName="Nope",operationType="query"}')).toBeUndefined();
     expect(text).not.toMatch(/graphql_yoga_http_duration_count\{[^}]*operationType="unknown"/);
-    expect(text).toMatch(/graphql_yoga_http_duration_count\{method="POST",statusCode="200",operationName="Two",operationType="query"\} 1/);
+    expect(text).toMatch(/graphql_yoga_http_duration_count\{method="POST",statusCode="401",operationName="Two",operationType="query"\} 1/);
   });
 
   it('counts open subscriptions per transport and forgets them when they end', async () => {

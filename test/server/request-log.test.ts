@@ -70,7 +70,7 @@ describeEachDialect('request log', (suite) => {
   });
 });
 
-it('the pretty format writes readable lines for a terminal, not JSON', () => {
+it('the pretty format writes one readable line per entry for a terminal, not JSON', () => {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -80,9 +80,37 @@ it('the pretty format writes readable lines for a terminal, not JSON', () => {
   });
   const logger = createLogger('info', sink, 'pretty');
   logger.info({ status: 200, leaseToken: 'secret-token' }, 'request');
+  logger.error({ err: new Error('the disk is full') }, 'could not write');
   const text = lines.join('');
-  expect(text).toMatch(/INFO.*request/);
-  expect(text).toContain('status: 200');
+  expect(text).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  request status=200 leaseToken=\[redacted\]\n/);
   expect(text).not.toContain('secret-token');
+  expect(text).toMatch(/\n\d\d:\d\d:\d\d\.\d{3} ERROR could not write: the disk is full\n\s+at /);
   expect(() => JSON.parse(text)).toThrow();
+});
+
+describeEachDialect('request log, pretty', (suite) => {
+  it('one line per request in development: method, operation name (or path), status, milliseconds', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (text: string) => void lines.push(text) }, 'pretty');
+    const target = createServerApp({
+      config: loadConfig({ NODE_ENV: 'development', AUTH_AUDIENCE: AUDIENCE, RETENTION_INTERVAL_MS: '0', CONSOLE: 'false' }),
+      database: suite.database.open,
+      logger,
+      storeDeps: { now: suite.clock.now },
+    });
+    const token = await mintToken({ privateKey: alice.privateKey, audience: AUDIENCE, now: suite.clock.now() });
+    const ask = (body: unknown) =>
+      target.yoga.fetch('http://localhost/graphql', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+    await ask({ query: 'query Dash { serverInfo { viewerDID } }' });
+    await ask({ query: 'query Counts { operationCounts { state count } }' });
+    await ask({ query: '{ __typename }' });
+    await target.yoga.fetch(`http://localhost/graphql?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json' } });
+    const written = lines.join('').split('\n').filter((line) => line !== '');
+    expect(written).toHaveLength(4);
+    expect(written[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  POST Dash 200 \d+(\.\d)? ms$/);
+    expect(written[1]).toMatch(/ INFO  POST Counts 200 \d+(\.\d)? ms$/);
+    expect(written[2]).toMatch(/ INFO  POST \/graphql 200 \d+(\.\d)? ms$/);
+    expect(written[3]).toMatch(/ INFO  GET \/graphql 200 \d+(\.\d)? ms anonymous$/);
+    expect(lines.join('')).not.toContain(token);
+  });
 });
