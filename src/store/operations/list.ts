@@ -184,7 +184,7 @@ function pageShape(viewer: boolean, filter: OperationFilter | undefined, after: 
  * one the count is bounded by the filter's fields but large, and on Postgres
  * each shape a connection has run holds a parsed statement (about 44 KiB,
  * src/store/prepared.ts). A filtered shape past this many is built for each
- * request and sent unnamed, as every page after a cursor was before.
+ * request and sent unnamed, Postgres parsing it on every run.
  */
 const MAX_FILTERED_PAGE_SHAPES = 64;
 const pageStatements = new Map<string, PreparedStatement<Record<string, unknown>, unknown>>();
