@@ -150,9 +150,20 @@ export class Keyset<C extends Record<string, number | string>> {
 
   /** `query` narrowed to the rows between the request's `after` and `before`. */
   bounded<Q extends SelectQueryBuilder<any, any, any>>(query: Q, request: KeysetPageRequest<C>): Q {
+    const after = request.after == null ? null : this.require('after', request.after);
+    const before = request.before == null ? null : this.require('before', request.before);
+    return this.between(query, after, before);
+  }
+
+  /**
+   * `query` narrowed to the rows strictly after `after` and before `before`
+   * (null: unbounded on that side). The cursors are taken as they are,
+   * already parsed (a prepared statement passes stand-ins for their values).
+   */
+  between<Q extends SelectQueryBuilder<any, any, any>>(query: Q, after: C | null, before: C | null): Q {
     let bounded = query;
-    if (request.after != null) bounded = bounded.where(this.beyond(this.require('after', request.after), 'after')) as Q;
-    if (request.before != null) bounded = bounded.where(this.beyond(this.require('before', request.before), 'before')) as Q;
+    if (after !== null) bounded = bounded.where(this.beyond(after, 'after')) as Q;
+    if (before !== null) bounded = bounded.where(this.beyond(before, 'before')) as Q;
     return bounded;
   }
 

@@ -122,6 +122,41 @@ describe.skipIf(!runs)('postgres: named statements per connection', () => {
     for (const page of pages) expect(page.statement).not.toContain('*');
   });
 
+  it('direct: pages after and before a cursor and filtered pages, for a service and for a viewer, run named, one text per shape', async () => {
+    const database = open();
+    const { store } = await claimOne(database, 'cursor-1');
+    await claimOne(database, 'cursor-2');
+    await claimOne(database, 'cursor-3');
+    const cursorTexts = async () =>
+      (await preparedOnSession(database)).filter((p) => p.statement.includes('"kubun_connector_operation"') && /\("created_at", "node_key"\) [<>] \(\$\d+, \$\d+\)/.test(p.statement));
+    expect(await cursorTexts()).toHaveLength(0);
+    for (const visibleTo of [null, CALLER]) {
+      const first = await listOperations(store, { visibleTo, first: 1 });
+      const edge = first.operations[0]!;
+      const after = { createdAt: edge.createdAt, nodeKey: edge.nodeKey };
+      // Two runs of each shape with different cursors: one text, parsed once.
+      const second = await listOperations(store, { visibleTo, first: 1, after });
+      const secondEdge = second.operations[0]!;
+      const third = await listOperations(store, { visibleTo, first: 1, after: { createdAt: secondEdge.createdAt, nodeKey: secondEdge.nodeKey } });
+      expect(new Set([edge, secondEdge, third.operations[0]!].map((o) => o.operationID)).size).toBe(3);
+      const back = await listOperations(store, { visibleTo, last: 1, before: { createdAt: secondEdge.createdAt, nodeKey: secondEdge.nodeKey } });
+      expect(back.operations.map((o) => o.operationID)).toEqual([edge.operationID]);
+      const filteredPage = await listOperations(store, { visibleTo, first: 5, after, filter: { states: ['attempted', 'attempted'], connectorName: edge.connectorName, stuck: false } });
+      // Older rows of the suite's other tests follow.
+      expect(filteredPage.operations.map((o) => o.operationID).slice(0, 2)).toEqual([secondEdge.operationID, third.operations[0]!.operationID]);
+    }
+    const texts = await cursorTexts();
+    // Per visibility: after (forward), before (backward), after with a filter.
+    expect(texts).toHaveLength(6);
+    expect(texts.filter((p) => p.statement.includes('union all'))).toHaveLength(3);
+    for (const text of texts) {
+      expect(text.name).toMatch(/^cs_/);
+      expect(text.statement).not.toContain('*');
+    }
+    // Values are parameters, never text: no cursor value appears in a statement.
+    for (const text of texts) expect(text.statement).not.toContain('cursor-');
+  });
+
   it('transaction pooling: nothing is named and the session keeps its plan cache mode (PgBouncer may run the next transaction elsewhere)', async () => {
     const database = open('transaction');
     const { store, claimed } = await claimOne(database, 'unnamed-1');

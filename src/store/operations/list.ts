@@ -2,7 +2,7 @@
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
 import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
-import { prepared } from '../prepared.js';
+import { prepared, type PreparedStatement } from '../prepared.js';
 import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
 import { finishOperation, OPERATION_TABLE, operationAsDomain } from './row.js';
 import {
@@ -94,40 +94,45 @@ type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
  * (`created_at`, `node_key`) descending; never OFFSET. For a viewer the two
  * visibility paths (as caller, as owner but not caller) are read as two
  * index-ordered branches merged by the database, each from an index that
- * holds only its rows.
+ * holds only its rows. Every page is a prepared statement of its shape
+ * ({@link PageShape}), so on Postgres a page after a cursor or under a
+ * filter runs named, parsed once per connection, as the first page does.
  */
 export async function listOperations(store: StoreContext, input: ListOperationsInput): Promise<OperationPage> {
   const direction = pageDirection(input);
   checkScope(input);
   if (filterMatchesNothing(input.filter)) return { operations: [], hasMore: false };
+  const after = input.after == null ? null : NEWEST_FIRST.require('after', input.after);
+  const before = input.before == null ? null : NEWEST_FIRST.require('before', input.before);
 
+  const filter = withoutRepeats(input.filter);
   const take = direction.size + 1;
-  // A first page without filter (the dashboard's, every view's first read): prepared per visibility.
-  const firstPage = setsNoCondition(input.filter) && input.after == null && input.before == null && direction.forward;
-  const { rows } = firstPage
-    ? input.visibleTo === null
-      ? await FIRST_PAGE_ACROSS_TENANTS(store, { take })
-      : await FIRST_PAGE_OF_VIEWER(store, { viewer: input.visibleTo, take })
-    : await store.db.executeQuery(pageQuery(store.db, input, direction.forward, take, store.now()));
+  // The clock is only read by `stuck`.
+  const clock = filter?.stuck === undefined ? NO_CLOCK : clockAt(store.now(), filter);
+  const shape = pageShape(input.visibleTo !== null, filter, after !== null, before !== null, direction.forward);
+  const statement = pageStatement(shape);
+  const { rows } = statement
+    ? await statement(store, pageValues(input.visibleTo, filter, after, before, take, clock))
+    : await store.db.executeQuery(pageQuery(store.db, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock));
   const page = pageFromRows(rows as Record<string, unknown>[], direction, finishOperation);
   return { operations: page.items, hasMore: page.hasMore };
 }
 
 /**
- * The statement of a page: `take` rows of `input`'s scope, filter and
- * cursors in the newest-first order (read backward when not `forward`).
+ * The statement of a page: `take` rows of `scope` between the cursors in
+ * the newest-first order (read backward when not `forward`).
  */
-function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperationsInput, 'after' | 'before'>, forward: boolean, take: number, now: number) {
+function pageQuery(db: Kysely<Database>, scope: OperationScope, after: OperationCursor | null, before: OperationCursor | null, forward: boolean, take: number, clock: FilterClock) {
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
     // Columns by name, never `*`: a prepared page then runs as a named statement (src/db/named-statements.ts).
-    let query = NEWEST_FIRST.bounded(filtered(db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS), input.filter, now), input);
+    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS), scope.filter, clock), after, before);
     if (visibility !== null) query = query.where(visibility);
     return NEWEST_FIRST.ordered(query, forward).limit(take);
   };
-  const viewer = input.visibleTo;
+  const viewer = scope.visibleTo;
   if (viewer === null) {
     const query = branch(null).clearSelect().select(operationAsDomain);
-    return readsAcrossTenants(input.filter) ? query.where(ACROSS_TENANTS) : query;
+    return readsAcrossTenants(scope.filter) ? query.where(ACROSS_TENANTS) : query;
   }
   const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
   // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
@@ -139,14 +144,118 @@ function pageQuery(db: Kysely<Database>, input: OperationScope & Pick<ListOperat
   return NEWEST_FIRST.ordered(visible, forward).limit(take);
 }
 
-// No filter, so no clock: `now` is only read by filters.
-const FIRST_PAGE_ACROSS_TENANTS = prepared((db, v: { take: number }) => pageQuery(db, { visibleTo: null }, true, v.take, 0));
-const FIRST_PAGE_OF_VIEWER = prepared((db, v: { viewer: string; take: number }) => pageQuery(db, { visibleTo: v.viewer }, true, v.take, 0));
+/** Filter fields whose value is a list (`in (…)`): a shape holds each one's length. */
+const LIST_FIELDS = ['states', 'lastKinds', 'deferReasons'] as const;
+/** Filter fields whose value is one value: a shape holds whether each is set. */
+const VALUE_FIELDS = ['connectorName', 'ownerDID', 'documentID', 'operationID', 'model', 'minAttempts', 'dueBefore', 'createdAfter', 'createdBefore', 'updatedAfter', 'updatedBefore'] as const;
+type ListField = (typeof LIST_FIELDS)[number];
+type ValueField = (typeof VALUE_FIELDS)[number];
+// Every filter field has its place in a shape (`stuck` by its value, `stuckAfterMs` through the clock): one left out would be dropped from a prepared page.
+const EVERY_FILTER_FIELD_SHAPED: Exclude<keyof OperationFilter, ListField | ValueField | 'stuck' | 'stuckAfterMs'> extends never ? true : false = true;
+void EVERY_FILTER_FIELD_SHAPED;
+
+/**
+ * What decides a page statement's text, never a value: whose page (a
+ * viewer's or a service's), which cursors bound it, its direction, which
+ * filter fields are set, each list's length, and `stuck` (true and false
+ * are different conditions).
+ */
+interface PageShape {
+  viewer: boolean;
+  after: boolean;
+  before: boolean;
+  forward: boolean;
+  lists: [ListField, number][];
+  values: ValueField[];
+  stuck: boolean | undefined;
+}
+
+function pageShape(viewer: boolean, filter: OperationFilter | undefined, after: boolean, before: boolean, forward: boolean): PageShape {
+  const lists: [ListField, number][] = [];
+  const values: ValueField[] = [];
+  for (const field of LIST_FIELDS) if (filter?.[field] !== undefined) lists.push([field, filter[field].length]);
+  for (const field of VALUE_FIELDS) if (filter?.[field] !== undefined) values.push(field);
+  return { viewer, after, before, forward, lists, values, stuck: filter?.stuck };
+}
+
+/**
+ * How many page shapes with a filter are prepared. Without a filter there
+ * are 16 (viewer or service × cursors × direction), always prepared; with
+ * one the count is bounded by the filter's fields but large, and on Postgres
+ * each shape a connection has run holds a parsed statement (about 44 KiB,
+ * src/store/prepared.ts). A filtered shape past this many is built for each
+ * request and sent unnamed, Postgres parsing it on every run.
+ */
+const MAX_FILTERED_PAGE_SHAPES = 64;
+const pageStatements = new Map<string, PreparedStatement<Record<string, unknown>, unknown>>();
+let filteredPageShapes = 0;
+
+/** The prepared statement of `shape`, prepared on first use; null when too many filtered shapes are. */
+function pageStatement(shape: PageShape): PreparedStatement<Record<string, unknown>, unknown> | null {
+  const key = JSON.stringify(shape);
+  let statement = pageStatements.get(key);
+  if (statement !== undefined) return statement;
+  const hasFilter = shape.lists.length > 0 || shape.values.length > 0 || shape.stuck !== undefined;
+  if (hasFilter) {
+    if (filteredPageShapes >= MAX_FILTERED_PAGE_SHAPES) return null;
+    filteredPageShapes++;
+  }
+  statement = prepared((db, v: Record<string, unknown>) => {
+    // Stand-ins by the names pageValues gives the values; the shape alone decides what is read.
+    const filter: Record<string, unknown> = {};
+    for (const [field, length] of shape.lists) filter[field] = Array.from({ length }, (_, i) => v[`${field}.${i}`]);
+    for (const field of shape.values) filter[field] = v[field];
+    if (shape.stuck !== undefined) filter.stuck = shape.stuck;
+    const clock = shape.stuck === undefined ? NO_CLOCK : { now: v.now as number, stuckBefore: v.stuckBefore as number };
+    const cursor = (side: 'after' | 'before') => ({ createdAt: v[`${side}CreatedAt`], nodeKey: v[`${side}NodeKey`] }) as OperationCursor;
+    const scope = { visibleTo: shape.viewer ? (v.viewer as string) : null, filter: filter as OperationFilter };
+    return pageQuery(db, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock);
+  });
+  pageStatements.set(key, statement);
+  return statement;
+}
+
+/** A page's values by the names its prepared statement reads them (lists item by item: `states.0`, `states.1`, …). */
+function pageValues(viewer: string | null, filter: OperationFilter | undefined, after: OperationCursor | null, before: OperationCursor | null, take: number, clock: FilterClock): Record<string, unknown> {
+  const values: Record<string, unknown> = { viewer, take, now: clock.now, stuckBefore: clock.stuckBefore };
+  if (after !== null) Object.assign(values, { afterCreatedAt: after.createdAt, afterNodeKey: after.nodeKey });
+  if (before !== null) Object.assign(values, { beforeCreatedAt: before.createdAt, beforeNodeKey: before.nodeKey });
+  for (const field of LIST_FIELDS) filter?.[field]?.forEach((item, i) => (values[`${field}.${i}`] = item));
+  for (const field of VALUE_FIELDS) values[field] = filter?.[field];
+  return values;
+}
+
+/** `filter` with each list's repeated values dropped (`in` reads a set): fewer list lengths, so fewer shapes. */
+function withoutRepeats(filter: OperationFilter | undefined): OperationFilter | undefined {
+  if (filter === undefined) return undefined;
+  const unique: Record<string, unknown> = { ...filter };
+  for (const field of LIST_FIELDS) if (filter[field] !== undefined) unique[field] = [...new Set<string>(filter[field])];
+  return unique as OperationFilter;
+}
+
+/** The instants a filter compares with: now (lapsed leases), and the end of `stuck`'s overdue window. */
+interface FilterClock {
+  now: number;
+  stuckBefore: number;
+}
+
+/** For a filter without `stuck`, which reads no clock. */
+const NO_CLOCK: FilterClock = { now: 0, stuckBefore: 0 };
+
+function clockAt(now: number, filter: OperationFilter | undefined): FilterClock {
+  return { now, stuckBefore: now - (filter?.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS) };
+}
 
 /** Applies an operation filter's conditions to a query of the operations table. */
 export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, now: number): Q {
+  return filteredAt(query, filter, clockAt(now, filter));
+}
+
+/** {@link filtered} with the clock's instants computed (a prepared page passes stand-ins for them). */
+function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, clock: FilterClock): Q {
   let q = query as SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>;
   if (filter === undefined) return query;
+  const { now, stuckBefore } = clock;
   if (filter.states !== undefined) q = q.where('state', 'in', [...filter.states]);
   if (filter.connectorName !== undefined) q = q.where('connector_name', '=', filter.connectorName);
   if (filter.ownerDID !== undefined) q = q.where('owner_did', '=', filter.ownerDID);
@@ -163,7 +272,6 @@ export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION
   if (filter.updatedAfter !== undefined) q = q.where('updated_at', '>=', filter.updatedAfter);
   if (filter.updatedBefore !== undefined) q = q.where('updated_at', '<', filter.updatedBefore);
   if (filter.stuck !== undefined) {
-    const stuckBefore = now - (filter.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS);
     // Two branches each an index range: lapsed leases (by expiry), overdue work (the due index).
     const isStuck = (eb: OperationEB) =>
       eb.or([
