@@ -13,7 +13,7 @@ import { createStoreContext } from '../../src/store/context.js';
 import type { Command } from '../../src/cli/command.js';
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { e2eGraphQLClient, e2ePrincipals, startE2EServers, type E2EServers } from '../helpers/e2e-server.js';
-import { insertOperationRow } from '../helpers/row-fixtures.js';
+import { operationRowValues } from '../helpers/row-fixtures.js';
 
 const AUDIENCE = 'connector-store-job-publishes';
 const { keys, tokens, mint } = e2ePrincipals(AUDIENCE, ['alice', 'mallory', 'worker']);
@@ -33,14 +33,15 @@ async function cli(command: Command, argv: string[], databaseURL: string) {
 /** Inserts, from outside the server, a committed operation of alice's that retention deletes on its next run (updated two days ago). */
 async function insertExpiredOperation(database: OpenDatabase): Promise<void> {
   const store = createStoreContext(database.db, database.dialect);
-  await insertOperationRow(store, {
+  // Inserted, not read back: the server's retention may delete it the moment it is committed.
+  await store.db.insertInto('kubun_connector_operation').values(operationRowValues(store, {
     caller_did: keys.alice.did,
     owner_did: keys.alice.did,
     state: 'committed',
     lease_token: null,
     lease_expires_at: null,
     updated_at: Date.now() - 2 * DAY,
-  });
+  })).execute();
 }
 
 /** A server on `dialect` with `env` for the enclosing describe, and a connection of the test's own to its database. */
