@@ -7,7 +7,7 @@ import { ForbiddenError } from './errors.js';
 import { FINALIZE_ANSWER, finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
-import { resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
+import { hasOfflineWatches, resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
 import type { GraphQLContext } from './context.js';
 import { ATTEMPT_HISTORY_ORDER, NEWEST_FIRST } from '../src/store/page.js';
 import { ConnectionCursors, forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
@@ -478,21 +478,29 @@ export function listOperationsByIDPrefix(input: { prefix: string; first: number 
 export async function resumeDeferred(
   input: { reason: 'offline' | 'auth'; ownerDID?: string | null; connectorName?: string | null },
   ctx: GraphQLContext,
-): Promise<{ operations: number; watches: number }> {
+): Promise<{ operations: number; watches: number; more: boolean }> {
   const ownerDID = ctx.viewer.kind === 'service' ? (input.ownerDID ?? undefined) : actingOwner(ctx.viewer, input.ownerDID);
+  // Capped like the bulk actions: one call changes (and publishes) at most MAX_BULK_ACTION of each; `more` says run it again.
+  const limit = operations.MAX_BULK_ACTION;
   if (input.reason === 'offline') {
     if (input.connectorName != null) throw new InvalidInputError('connectorName', 'applies only to AUTH: OFFLINE resumes every connector');
-    const resumed = await operations.resumeDeferred(ctx.store, { reason: 'offline', ...(ownerDID !== undefined && { ownerDID }) });
-    const watches = await resumeOfflineWatches(ctx.store, ownerDID !== undefined ? { ownerDID } : {});
+    const which = { reason: 'offline' as const, ...(ownerDID !== undefined && { ownerDID }) };
+    const resumed = await operations.resumeDeferred(ctx.store, which, { limit });
+    const watchScope = ownerDID !== undefined ? { ownerDID } : {};
+    const watches = await resumeOfflineWatches(ctx.store, { ...watchScope, limit });
     await announceAll(ctx, { operation: resumed, watch: watches });
-    return { operations: resumed.length, watches: watches.length };
+    const more =
+      (resumed.length === limit && (await operations.hasDeferredOperations(ctx.store, which))) ||
+      (watches.length === limit && (await hasOfflineWatches(ctx.store, watchScope)));
+    return { operations: resumed.length, watches: watches.length, more };
   }
   if (ownerDID === undefined || input.connectorName == null) {
     throw new InvalidInputError('connectorName', 'ownerDID and connectorName are required to resume auth-deferred work');
   }
-  const resumed = await operations.resumeDeferred(ctx.store, { reason: 'auth', ownerDID, connectorName: input.connectorName });
+  const which = { reason: 'auth' as const, ownerDID, connectorName: input.connectorName };
+  const resumed = await operations.resumeDeferred(ctx.store, which, { limit });
   await announce(ctx, 'operation', resumed);
-  return { operations: resumed.length, watches: 0 };
+  return { operations: resumed.length, watches: 0, more: resumed.length === limit && (await operations.hasDeferredOperations(ctx.store, which)) };
 }
 
 /**

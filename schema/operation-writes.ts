@@ -112,6 +112,9 @@ const ResumeDeferredPayload = builder.simpleObject('ResumeDeferredPayload', {
   fields: (t) => ({
     operations: t.int({ description: 'Operations made due now (a count).' }),
     watches: t.int({ description: 'Offline-deferred watches made due now (a count; always 0 for AUTH).' }),
+    more: t.boolean({
+      description: 'True when more deferred work matched than one call resumes (1 000 operations and 1 000 watches, as the bulk actions): run it again for the rest (what this call resumed no longer matches).',
+    }),
   }),
 });
 

@@ -8,6 +8,7 @@ import { describeGraphQL, type Principal } from '../helpers/graphql.js';
 import { iso } from '../helpers/graphql-seed.js';
 import { claimed, finalize, mutateOK, readOperation, RESUME, type GqlOperation } from '../helpers/operation-graphql.js';
 import { patchWatchRow } from '../helpers/row-fixtures.js';
+import { overSeries } from '../helpers/query-plans.js';
 
 const DEFERRAL_MS = 900_000;
 
@@ -152,5 +153,29 @@ describeGraphQL('graphql operations: resumeDeferred', (suite) => {
       expect(res.data).toBeUndefined();
       expect(res.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
     });
+  });
+
+  it('resumes at most 1 000 operations per call, as the bulk actions, and says when more are left (issue 41 item 3)', async () => {
+    const owner = suite.keys.alice.did;
+    const prefix = `deferred-${suite.dialect}-`;
+    await suite.store.db.executeQuery(
+      overSeries(
+        suite.dialect,
+        1_001,
+        `insert into kubun_connector_operation
+          (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id,
+           payload_hash, reissue_intent, state, attempts, version, next_attempt_at, defer_reason, created_at, updated_at)
+          select '${owner}', '${prefix}' || i, '${prefix}' || i, '${owner}', 'google', 'calendar.event', 'create', 'a', 't',
+            'e-' || i, 'h', 'none', 'attempted', 0, 1, ${suite.clock.now() + DEFERRAL_MS}, 'offline', 1700000000000 + i, 1700000000000 + i`,
+      ),
+    );
+    const RESUME_MORE = `mutation R($input: ResumeDeferredInput!) { resumeDeferred(input: $input) { ... on ResumeDeferredPayload { operations watches more } } }`;
+    const first = await suite.gql(RESUME_MORE, { input: { reason: 'OFFLINE' } }, { as: 'alice' });
+    expect(first.errors).toBeUndefined();
+    expect(first.data.resumeDeferred).toEqual({ operations: 1_000, watches: 0, more: true });
+    const second = await suite.gql(RESUME_MORE, { input: { reason: 'OFFLINE' } }, { as: 'alice' });
+    expect(second.data.resumeDeferred).toEqual({ operations: 1, watches: 0, more: false });
+    const left = await suite.store.db.selectFrom('kubun_connector_operation').select('node_key').where('defer_reason', '=', 'offline').where('owner_did', '=', owner).execute();
+    expect(left).toEqual([]);
   });
 });

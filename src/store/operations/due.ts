@@ -4,7 +4,7 @@ import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES, OPERATION_DEFER_REASONS, type ConnectorOperation } from './types.js';
 import { OPERATION_TABLE, rowToOperation, SEND_WINDOW_MARGIN_MS, sendWindowClosedAt } from './row.js';
-import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf } from '../validate.js';
+import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf, requirePositiveInteger } from '../validate.js';
 
 /** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
 export type ResumeDeferredInput =
@@ -17,25 +17,41 @@ export type ResumeDeferredInput =
  * owner's (the device reconnected), or one owner's when `ownerDID` is given. `auth`: one owner's connector (they just
  * authorized). Returns the node keys of the operations it resumed.
  */
-export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput): Promise<string[]> {
-  requireOneOf('reason', input.reason, OPERATION_DEFER_REASONS);
+export async function resumeDeferred(store: StoreContext, input: ResumeDeferredInput, options: { limit?: number } = {}): Promise<string[]> {
+  const matching = deferredOperations(input);
   const now = store.now();
-  let query = store.db
-    .updateTable(OPERATION_TABLE)
-    .set({ next_attempt_at: now, defer_reason: null, updated_at: now })
-    .where('state', 'in', [...LIVE_OPERATION_STATES])
-    .where('defer_reason', '=', input.reason);
-  if (input.reason === 'offline' && input.ownerDID !== undefined) {
-    requireNonEmptyString('ownerDID', input.ownerDID);
-    query = query.where('owner_did', '=', input.ownerDID);
-  }
+  const update = store.db.updateTable(OPERATION_TABLE).set({ next_attempt_at: now, defer_reason: null, updated_at: now });
+  if (options.limit === undefined) return (await update.where(matching).returning('node_key').execute()).map((row) => row.node_key);
+  requirePositiveInteger('limit', options.limit);
+  // At most `limit` rows: what this call resumed no longer matches, so the next call moves on to the rest.
+  const keys = store.db.selectFrom(OPERATION_TABLE).select(['caller_did', 'operation_id']).where(matching).limit(options.limit);
+  const rows = await update
+    .where(({ eb, refTuple }) => eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id')))
+    .returning('node_key')
+    .execute();
+  return rows.map((row) => row.node_key);
+}
+
+/** Whether deferred work {@link resumeDeferred} would resume is left (one index probe). */
+export async function hasDeferredOperations(store: StoreContext, input: ResumeDeferredInput): Promise<boolean> {
+  const row = await store.db.selectFrom(OPERATION_TABLE).select('node_key').where(deferredOperations(input)).limit(1).executeTakeFirst();
+  return row !== undefined;
+}
+
+/** The live operations deferred for `input.reason` (and, as given, its owner and connector), validated. */
+function deferredOperations(input: ResumeDeferredInput) {
+  requireOneOf('reason', input.reason, OPERATION_DEFER_REASONS);
+  if (input.reason === 'offline' && input.ownerDID !== undefined) requireNonEmptyString('ownerDID', input.ownerDID);
   if (input.reason === 'auth') {
     requireNonEmptyString('ownerDID', input.ownerDID);
     requireNonEmptyString('connectorName', input.connectorName);
-    query = query.where('owner_did', '=', input.ownerDID).where('connector_name', '=', input.connectorName);
   }
-  const rows = await query.returning('node_key').execute();
-  return rows.map((row) => row.node_key);
+  return (eb: OperationEB) => {
+    const conditions = [eb('state', 'in', [...LIVE_OPERATION_STATES]), eb('defer_reason', '=', input.reason)];
+    if (input.ownerDID !== undefined) conditions.push(eb('owner_did', '=', input.ownerDID));
+    if (input.reason === 'auth') conditions.push(eb('connector_name', '=', input.connectorName));
+    return eb.and(conditions);
+  };
 }
 
 type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;

@@ -16,7 +16,7 @@ export {
 } from './actions.js';
 export { countAttemptHistory, getAttemptHistories, MAX_ATTEMPT_MESSAGE, redactAttemptMessage, type AttemptCursor, type AttemptHistoryRequest, type OperationAttempt } from './history.js';
 export { recordReconcileResult, type RecordReconcileResultInput } from './reconcile.js';
-export { listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
+export { hasDeferredOperations, listDueOperations, resumeDeferred, type ResumeDeferredInput } from './due.js';
 export { listOperationsByIDPrefix, MAX_OPERATION_ID_PREFIX, prefixUpperBound, type OperationIDPrefixInput } from './search.js';
 export { getOperationByKey, getOperationByNodeKey, getOperationsByDocumentIDs, getOperationsByNodeKeys } from './read.js';
 export {

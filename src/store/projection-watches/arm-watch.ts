@@ -16,8 +16,9 @@ import {
   newGenerationValues,
   newWatchValues,
 } from './watch-predicates.js';
-import { requireMsEpoch } from '../validate.js';
-import { PROJECTION_WATCH_COLUMNS } from '../../db/tables.js';
+import { requireMsEpoch, requirePositiveInteger } from '../validate.js';
+import { PROJECTION_WATCH_COLUMNS, type Database } from '../../db/tables.js';
+import type { ExpressionBuilder } from 'kysely';
 
 const WATCH_KEY = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
 
@@ -219,16 +220,29 @@ export async function requestRepullByNodeKey(
  * the schedule (and clears the defer reason), not the version. Returns the node keys
  * of the watches it resumed.
  */
-export async function resumeOfflineWatches(store: StoreContext, options: { ownerDID?: string } = {}): Promise<string[]> {
+export async function resumeOfflineWatches(store: StoreContext, options: { ownerDID?: string; limit?: number } = {}): Promise<string[]> {
   const now = store.now();
-  let query = store.db
-    .updateTable('kubun_connector_projection_watch')
-    .set({ next_attempt_at: now, defer_reason: null, updated_at: now })
-    .where('verification_status', '=', 'pending_verification')
-    .where('defer_reason', '=', 'offline');
-  if (options.ownerDID !== undefined) query = query.where('owner_did', '=', options.ownerDID);
-  const rows = await query.returning('node_key').execute();
+  const update = store.db.updateTable('kubun_connector_projection_watch').set({ next_attempt_at: now, defer_reason: null, updated_at: now });
+  if (options.limit === undefined) return (await update.where(offlineWatches(options.ownerDID)).returning('node_key').execute()).map((row) => row.node_key);
+  requirePositiveInteger('limit', options.limit);
+  // At most `limit` rows: what this call resumed no longer matches, so the next call moves on to the rest.
+  const keys = store.db.selectFrom('kubun_connector_projection_watch').select('node_key').where(offlineWatches(options.ownerDID)).limit(options.limit);
+  const rows = await update.where('node_key', 'in', keys).returning('node_key').execute();
   return rows.map((row) => row.node_key);
+}
+
+/** Whether offline-deferred watches {@link resumeOfflineWatches} would resume are left. */
+export async function hasOfflineWatches(store: StoreContext, options: { ownerDID?: string } = {}): Promise<boolean> {
+  const row = await store.db.selectFrom('kubun_connector_projection_watch').select('node_key').where(offlineWatches(options.ownerDID)).limit(1).executeTakeFirst();
+  return row !== undefined;
+}
+
+function offlineWatches(ownerDID: string | undefined) {
+  return (eb: ExpressionBuilder<Database, 'kubun_connector_projection_watch'>) => {
+    const conditions = [eb('verification_status', '=', 'pending_verification'), eb('defer_reason', '=', 'offline')];
+    if (ownerDID !== undefined) conditions.push(eb('owner_did', '=', ownerDID));
+    return eb.and(conditions);
+  };
 }
 
 async function readWatchForUpdate(store: StoreContext, identity: ProjectionWatchIdentity) {

@@ -6,6 +6,7 @@ export {
   requestRepull,
   requestRepullByNodeKey,
   resumeOfflineWatches,
+  hasOfflineWatches,
   type ArmWatchInput,
   type ArmWatchResult,
   type RequestRepullOptions,
