@@ -24,6 +24,10 @@ import { browserForFile, findChromium, keepOnLoopback, type LoopbackGuard } from
 import { dialectAvailable, testDialects } from '../helpers/databases.js';
 import { postGraphQL, startDemoServer, type DemoServer, type E2EServers } from '../helpers/e2e-server.js';
 import { CLAIM, claimInput } from '../helpers/operation-graphql.js';
+import { operationRowValues } from '../helpers/row-fixtures.js';
+import { openDatabase, parseDatabaseURL } from '../../src/db/connect.js';
+import { createStoreContext } from '../../src/store/context.js';
+import { retentionCommand } from '../../src/cli/retention.js';
 
 const AUDIENCE = 'connector-store-console';
 const CHROMIUM = findChromium();
@@ -252,6 +256,28 @@ describe.skipIf(CHROMIUM === undefined)('the console in a real browser', () => {
       expect((await rowIDs(page))[0]).toBe(operationID);
       expect(await page.url()).toBe(`${origin}/console/operations`);
       await shot(page, 'operations');
+    });
+
+    it.skipIf(!full)('an operation retention deletes leaves the open table within a second, without a reload (storeChanged, issue 38 item 4)', async () => {
+      // An operation of the owner's that finished two days ago: the newest row of the table, and past the idempotency window.
+      const database = openDatabase(parseDatabaseURL(servers!.databaseURL), { poolMax: 1 });
+      const operationID = `console-retention-${dialect}`;
+      try {
+        const store = createStoreContext(database.db, database.dialect);
+        const values = operationRowValues(store, { operation_id: operationID, caller_did: owner.did, owner_did: owner.did, state: 'committed', lease_token: null, lease_expires_at: null, created_at: Date.now(), updated_at: Date.now() - 2 * 86_400_000 });
+        await store.db.insertInto('kubun_connector_operation').values(values).execute();
+      } finally {
+        await database.close();
+      }
+      const { page } = await openPage();
+      await page.goto(`${origin}/console/operations`, { waitUntil: 'load' });
+      await page.waitForSelector(`[data-testid=operations-table] tr[data-operation-id="${operationID}"]`, { timeout: 5_000 });
+      await page.waitForFunction(() => document.querySelector('[data-live-status]')?.getAttribute('data-live-status') === 'live', { timeout: 5_000, polling: 100 });
+      let out = '';
+      const ranAt = Date.now();
+      expect(await retentionCommand.run({ argv: [], env: { DATABASE_URL: servers!.databaseURL }, cwd: demo!.cwd, stdout: (t) => (out += t), stderr: (t) => (out += t) }), out).toBe(0);
+      await page.waitForFunction((id) => document.querySelector(`[data-testid=operations-table] tr[data-operation-id="${id}"]`) === null, { timeout: 1_500, polling: 50 }, operationID);
+      console.info(`[${dialect}] a deleted operation left the open table ${Date.now() - ranAt} ms after npm run retention started`);
     });
 
     it.skipIf(!full)('filters by state, and pages both ways by cursor', async () => {
