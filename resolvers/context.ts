@@ -33,6 +33,12 @@ export interface ChangeFeed {
    * refused write never reaches here.
    */
   publish(events: readonly ChangeEvent[]): Promise<void>;
+  /**
+   * The database notification channel the feed listens on (Postgres), if
+   * any. A write whose own statement notified it (the store says so) is not
+   * published again: every replica already heard it.
+   */
+  readonly channel?: string;
   /** Adds a listener; returns the function that removes it. */
   listen(listener: ChangeListener): () => void;
   status(): ChangeFeedStatus;

@@ -4,7 +4,7 @@
  */
 import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError } from '../src/store/errors.js';
 import { ForbiddenError } from './errors.js';
-import { FINALIZE_ANSWER, finalizeOperationAndArmWatch } from '../src/store/finalize/index.js';
+import { finalizeOperationStep } from '../src/store/finalize/index.js';
 import * as operations from '../src/store/operations/index.js';
 import type { ConnectorOperation, ConnectorOperationState, OperationLease } from '../src/store/operations/index.js';
 import { hasOfflineWatches, resumeOfflineWatches, type ProjectionWatch } from '../src/store/projection-watches/index.js';
@@ -164,14 +164,13 @@ export async function claimOperation(input: ClaimOperationArgs & { requestKey?: 
   const ownerDID = actingOwner(ctx.viewer, input.ownerDID);
   const { requestKey, ...fields } = input;
   const claim = { ...fields, callerDID, ownerDID, sourceID: input.sourceID ?? null, documentID: input.documentID ?? null };
-  const { answer, replayed } = await operations.runKeyedRequest(
+  const { answer, replayed, announced } = await operations.claimOperationStep(
     ctx.store,
-    keyed(claim, requestKey, 'claimOperation', fields),
-    operations.CLAIM_ANSWER,
-    (tx) => operations.claimOperation(tx, claim),
+    claim,
+    requestKey == null ? undefined : { requestKey, input: requestFields(fields) },
   );
-  // Only a claim that took a lease wrote anything.
-  if (answer.outcome === 'CLAIMED' && !replayed) await announce(ctx, 'operation', [answer.operation.nodeKey]);
+  // Only a claim that took a lease wrote anything; a new one on Postgres announced itself.
+  if (answer.outcome === 'CLAIMED' && !replayed && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [answer.operation.nodeKey]);
   return { ...answer, replayed };
 }
 
@@ -254,9 +253,14 @@ export interface OperationPayload {
 /** The keyed request of a step, or undefined without a request key (the step then runs unkeyed). */
 function keyed(key: operations.OperationKey, requestKey: string | null | undefined, step: operations.OperationRequestStep, input: object): operations.KeyedRequest | undefined {
   if (requestKey == null) return undefined;
+  return { key: { callerDID: key.callerDID, operationID: key.operationID }, requestKey, step, input: requestFields(input) };
+}
+
+/** The fields a keyed request is compared by: every input field given but the request key and the operation's id. */
+function requestFields(input: object): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   for (const [field, value] of Object.entries(input)) if (field !== 'requestKey' && field !== 'id' && value != null) fields[field] = value;
-  return { key: { callerDID: key.callerDID, operationID: key.operationID }, requestKey, step, input: fields };
+  return fields;
 }
 
 /** Turns a loaded (visible) operation and the holder's credentials into a store fence. */
@@ -303,32 +307,49 @@ export async function acquireOperationLease(
   return { operation: answer.operation, lease: answer.lease, replayed };
 }
 
+/**
+ * Runs one fenced step on the operation `nodeKey` names as the viewer sees
+ * it, keyed by its request key, and announces the change unless the step's
+ * own statement already did on the channel this server's feed listens to.
+ */
+async function fencedStep<A>(
+  nodeKey: string,
+  input: FenceArgs,
+  ctx: GraphQLContext,
+  run: (store: GraphQLContext['store'], call: operations.FencedStepCall) => Promise<operations.FencedStepAnswer<A>>,
+  payload: (answer: A) => OperationPayload,
+): Promise<OperationPayload> {
+  const call: operations.FencedStepCall = {
+    nodeKey,
+    visibleTo: visibilityScope(ctx.viewer),
+    version: input.version,
+    leaseToken: input.leaseToken,
+    ...(input.requestKey != null && { request: { requestKey: input.requestKey, input: requestFields(input) } }),
+  };
+  const { answer, replayed, announced } = await run(ctx.store, call);
+  const result = payload(answer);
+  if (!replayed && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [result.operation.nodeKey]);
+  return { ...result, replayed };
+}
+
 /** `renewOperationLease`: extend the holder's live lease. */
-export function renewOperationLease(operation: ConnectorOperation | null, input: FenceArgs & { leaseMs: number }, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, 'renewOperationLease', operations.RENEW_ANSWER, (tx, fence) => operations.renewOperationLease(tx, { ...fence, leaseMs: input.leaseMs }), (a) => a);
+export function renewOperationLease(nodeKey: string, input: FenceArgs & { leaseMs: number }, ctx: GraphQLContext) {
+  return fencedStep(nodeKey, input, ctx, (store, call) => operations.renewLeaseStep(store, call, { leaseMs: input.leaseMs }), (a) => a);
 }
 
 /** `releaseOperationLease`: give the lease up. */
-export function releaseOperationLease(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, 'releaseOperationLease', operations.OPERATION_ANSWER, (tx, fence) => operations.releaseOperationLease(tx, fence), operationOnly);
+export function releaseOperationLease(nodeKey: string, input: FenceArgs, ctx: GraphQLContext) {
+  return fencedStep(nodeKey, input, ctx, (store, call) => operations.releaseLeaseStep(store, call), operationOnly);
 }
 
 /** `startOperationAttempt`: the next attempt (attempts + 1, send marker cleared). */
-export function startOperationAttempt(operation: ConnectorOperation | null, input: FenceArgs, ctx: GraphQLContext) {
-  return fencedWrite(operation, input, ctx, 'startOperationAttempt', operations.OPERATION_ANSWER, (tx, fence) => operations.startOperationAttempt(tx, fence), operationOnly);
+export function startOperationAttempt(nodeKey: string, input: FenceArgs, ctx: GraphQLContext) {
+  return fencedStep(nodeKey, input, ctx, (store, call) => operations.startAttemptStep(store, call), operationOnly);
 }
 
 /** `markOperationSent`: the holder is about to send the provider request. */
-export function markOperationSent(operation: ConnectorOperation | null, input: FenceArgs & { sendMarker: string; sendTimeoutMs?: number | null }, ctx: GraphQLContext) {
-  return fencedWrite(
-    operation,
-    input,
-    ctx,
-    'markOperationSent',
-    operations.OPERATION_ANSWER,
-    (tx, fence) => operations.markOperationSent(tx, { ...fence, sendMarker: input.sendMarker, ...(input.sendTimeoutMs != null && { sendTimeoutMs: input.sendTimeoutMs }) }),
-    operationOnly,
-  );
+export function markOperationSent(nodeKey: string, input: FenceArgs & { sendMarker: string; sendTimeoutMs?: number | null }, ctx: GraphQLContext) {
+  return fencedStep(nodeKey, input, ctx, (store, call) => operations.markSentStep(store, call, input), operationOnly);
 }
 
 /** Input of `recordOperationAttempt`. */
@@ -439,23 +460,27 @@ export async function finalizeOperation(
 ): Promise<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperation | null; watch: ProjectionWatch | null }> {
   if (operation === null) throw new NotFoundError('operation');
   const key = { callerDID: operation.callerDID, operationID: operation.operationID };
-  const { answer: result } = await operations.runKeyedRequest(ctx.store, keyed(key, input.requestKey, 'finalizeOperation', input), FINALIZE_ANSWER, (tx) => finalizeOperationAndArmWatch(tx, {
-    key,
-    version: input.version,
-    leaseToken: input.leaseToken,
-    documentID: input.documentID,
-    resultEntity: input.resultEntity ?? null,
-    currentWinnerDigest: input.currentWinnerDigest ?? null,
-    watchIdentity: {
-      ownerDID: operation.ownerDID,
-      connectorName: operation.connectorName,
-      model: operation.model,
-      accountKey: operation.accountKey,
-      sourceID: input.sourceID,
+  const { answer: result, announced } = await finalizeOperationStep(
+    ctx.store,
+    {
+      key,
+      version: input.version,
+      leaseToken: input.leaseToken,
+      documentID: input.documentID,
+      resultEntity: input.resultEntity ?? null,
+      currentWinnerDigest: input.currentWinnerDigest ?? null,
+      watchIdentity: {
+        ownerDID: operation.ownerDID,
+        connectorName: operation.connectorName,
+        model: operation.model,
+        accountKey: operation.accountKey,
+        sourceID: input.sourceID,
+      },
     },
-  }));
-  // A lost finalize, and a replay of one that already committed, wrote nothing and announce nothing.
-  if (result.finalized && !result.replayed) {
+    input.requestKey == null ? undefined : { requestKey: input.requestKey, input: requestFields(input) },
+  );
+  // A lost finalize, and a replay of one that already committed, wrote nothing and announce nothing; one statement on Postgres announced itself.
+  if (result.finalized && !result.replayed && !(announced && ctx.changes.channel !== undefined)) {
     await announceAll(ctx, { operation: [operation.nodeKey], watch: [result.watch?.nodeKey] });
   }
   const watch = result.watch != null && canSeeOwned(ctx.viewer, result.watch) ? result.watch : null;

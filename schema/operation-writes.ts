@@ -18,7 +18,7 @@ import type {
   OperationPayload as OperationPayloadShape,
 } from '../resolvers/operations.js';
 import type { ProjectionWatch as WatchShape } from '../resolvers/watches.js';
-import { loadNode, type DecodedNodeID } from './node-ids.js';
+import { loadNode, nodeKeyOf, type DecodedNodeID } from './node-ids.js';
 import { builder, mutation, type Types } from './builder.js';
 import { DeferReason } from './enums.js';
 import { directResult, FENCED_WRITE_ERRORS } from './errors.js';
@@ -278,10 +278,10 @@ builder.mutationFields((t) => ({
     errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError, IdempotencyConflictError]),
     resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
   }),
-  renewOperationLease: fenced(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
-  releaseOperationLease: fenced(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),
-  startOperationAttempt: fenced(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', resolve.startOperationAttempt),
-  markOperationSent: fenced(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', resolve.markOperationSent),
+  renewOperationLease: fencedByNodeKey(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
+  releaseOperationLease: fencedByNodeKey(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),
+  startOperationAttempt: fencedByNodeKey(t, 'startOperationAttempt', StartOperationAttemptInput, 'Start the next attempt.', resolve.startOperationAttempt),
+  markOperationSent: fencedByNodeKey(t, 'markOperationSent', MarkOperationSentInput, 'Mark the provider request as sent (before sending it).', resolve.markOperationSent),
   recordOperationAttempt: fenced(
     t,
     'recordOperationAttempt',
@@ -308,6 +308,21 @@ builder.mutationFields((t) => ({
   }),
 }));
 
+/**
+ * A fenced write the store finds by the id's node key itself, checking
+ * visibility in the same statement (one statement per step on Postgres:
+ * src/store/operations/fenced-step.ts), with no load before it.
+ */
+function fencedByNodeKey<I extends FenceArgs & { id: DecodedNodeID }>(
+  t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
+  name: string,
+  inputType: InputObjectRef<Types, I>,
+  description: string,
+  write: (nodeKey: string, input: I, ctx: Types['Context']) => Promise<OperationPayloadShape>,
+) {
+  return fencedField(t, name, inputType, description, (input, ctx) => write(nodeKeyOf(ConnectorOperation, input.id), input, ctx));
+}
+
 /** A fenced write mutation: load the (visible) operation, then the resolver's write guarded by version + token. */
 function fenced<I extends FenceArgs & { id: DecodedNodeID }>(
   t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
@@ -316,16 +331,24 @@ function fenced<I extends FenceArgs & { id: DecodedNodeID }>(
   description: string,
   write: (operation: ConnectorOperationShape | null, input: I, ctx: Types['Context']) => Promise<OperationPayloadShape>,
 ) {
+  return fencedField(t, name, inputType, description, async (input, ctx) => write(await loadNode(ConnectorOperation, input.id, ctx), input, ctx));
+}
+
+/** The field of a fenced write mutation: its input, payload and errors, resolved by `run`. */
+function fencedField<I extends FenceArgs & { id: DecodedNodeID }>(
+  t: PothosSchemaTypes.MutationFieldBuilder<Types, {}>,
+  name: string,
+  inputType: InputObjectRef<Types, I>,
+  description: string,
+  run: (input: I, ctx: Types['Context']) => Promise<OperationPayloadShape>,
+) {
   return t.field({
     ...mutation,
     description: `${description} Fenced: version + lease token must be current.`,
     type: OperationPayload,
     args: { input: t.arg({ type: inputType, required: true, description: 'The operation, your lease (`version`, `leaseToken`), and this write’s own fields.' }) },
     errors: directResult(`${name[0]!.toUpperCase()}${name.slice(1)}Result`, FENCED_WRITE_ERRORS),
-    resolve: async (_root, args, ctx) => {
-      // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
-      const { input } = args as { input: I };
-      return write(await loadNode(ConnectorOperation, input.id, ctx), input, ctx);
-    },
+    // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
+    resolve: (_root, args, ctx) => run((args as { input: I }).input, ctx),
   });
 }

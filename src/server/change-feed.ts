@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener } from '../../resolvers/context.js';
 import { appendChangeOutbox, changeOutboxWrittenAt, latestChangeOutboxEntry, pruneChangeOutbox, readChangeOutbox, sqliteDataVersion } from '../store/change-outbox.js';
 import type { StoreContext } from '../store/context.js';
+import { CHANGE_CHANNEL, CHANGE_KIND_CODES } from '../store/change-channel.js';
 
 /** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
 export function createInProcessChangeFeed(): ChangeFeed {
@@ -126,8 +127,7 @@ export async function publishFromOutside(store: StoreContext, events: readonly C
   }
 }
 
-/** The NOTIFY channel shared by every replica on one database. */
-export const CHANGE_CHANNEL = 'kubun_connector_changes';
+export { CHANGE_CHANNEL };
 
 /** Options of {@link createPostgresChangeFeed}. */
 export interface PostgresChangeFeedOptions {
@@ -167,7 +167,7 @@ export function reconnectDelay(attempt: number, baseMs: number, maxMs: number, r
 
 /** NOTIFY payloads are limited to 8000 bytes; node keys are ~22 characters, so batches stay far below. */
 const MAX_KEYS_PER_NOTIFY = 100;
-const KIND_CODES: Record<ChangeKind, string> = { operation: 'o', watch: 'w', syncState: 's', sweepReceipt: 'r', store: 'S' };
+const KIND_CODES: Record<ChangeKind, string> = CHANGE_KIND_CODES;
 const KINDS_BY_CODE = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as ChangeKind]));
 
 /**
@@ -276,6 +276,7 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
 
   await connect();
   return {
+    channel: CHANGE_CHANNEL,
     async publish(events) {
       for (let i = 0; i < events.length; i += MAX_KEYS_PER_NOTIFY) {
         await options.publish(CHANGE_CHANNEL, encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY)));

@@ -12,7 +12,16 @@
 import { CompiledQuery } from 'kysely';
 import { expect, it } from 'vitest';
 import { finalizeOperationAndArmWatch } from '../../src/store/finalize/index.js';
-import { applyOperationAction, markOperationSent, recordOperationOutcome, startOperationAttempt } from '../../src/store/operations/index.js';
+import {
+  applyOperationAction,
+  markOperationSent,
+  markSentStep,
+  recordOperationOutcome,
+  releaseLeaseStep,
+  renewLeaseStep,
+  startAttemptStep,
+  startOperationAttempt,
+} from '../../src/store/operations/index.js';
 import { claimWatchAttempt, recordVerification } from '../../src/store/projection-watches/index.js';
 import { describeEachDialect, type DialectSuite } from '../helpers/databases.js';
 import { accessPaths, overSeries, recordingStatements } from '../helpers/query-plans.js';
@@ -68,6 +77,13 @@ describeEachDialect('keyed writes find their row by its key whatever the statist
       currentWinnerDigest: 'winner-1',
       watchIdentity: { ownerDID: OWNER, connectorName: 'google', model: 'calendar.event', accountKey: 'account-1', sourceID: 'src-keyed' },
     });
+    // The API's steps, by node key as the viewer sees it: one statement each on Postgres (its UPDATE in a CTE).
+    const stepped = await claimFresh(store, { operationID: 'keyed-steps', callerDID: CALLER, ownerDID: OWNER });
+    const call = { nodeKey: stepped.operation.nodeKey, visibleTo: OWNER, version: stepped.lease.version, leaseToken: stepped.lease.token };
+    await startAttemptStep(store, { ...call, request: { requestKey: 'start-1', input: {} } });
+    await markSentStep(store, call, { sendMarker: 'marker-steps' });
+    await renewLeaseStep(store, { ...call, request: { requestKey: 'renew-1', input: {} } }, { leaseMs: 30_000 });
+    await releaseLeaseStep(store, call);
     const other = await claimFresh(store, { operationID: 'keyed-cancel', callerDID: CALLER, ownerDID: OWNER });
     await applyOperationAction(store, { key: other.fence.key, version: other.fence.version, action: 'cancel', actorDID: OWNER, reason: 'not needed' });
     const watchClaim = await claimWatchAttempt(store, { nodeKey: watch!.nodeKey, version: watch!.version, claimMs: 30_000 });
@@ -86,8 +102,8 @@ describeEachDialect('keyed writes find their row by its key whatever the statist
       expect(paths, update.sql).not.toHaveLength(0);
       for (const path of paths) expect(keys.some((key) => path.includes(key)), `${path}\n  for ${update.sql}`).toBe(true);
     }
-    // start, sent, outcome, finalize, cancel; claim and verify the watch (arming inserts it).
-    expect(byTable.kubun_connector_operation).toBeGreaterThanOrEqual(5);
+    // start, sent, outcome, finalize, the four steps, cancel; claim and verify the watch (arming inserts it).
+    expect(byTable.kubun_connector_operation).toBeGreaterThanOrEqual(9);
     expect(byTable.kubun_connector_projection_watch).toBeGreaterThanOrEqual(2);
   });
 });

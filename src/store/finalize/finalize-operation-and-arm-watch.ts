@@ -5,13 +5,18 @@ import { IdempotencyConflictError } from '../errors.js';
 import { prepared } from '../prepared.js';
 import { decodeJSONColumn, encodeJSONColumn } from '../json.js';
 import { rowToOperation, selectOperationRow } from '../operations/row.js';
-import type { AnswerCodec } from '../operations/requests.js';
+import { digestInput, runKeyedRequest, STEP_REQUEST, type RowAnswerCodec } from '../operations/requests.js';
+import type { FencedStepAnswer } from '../operations/fenced-step.js';
+import { sql, type QueryCreator } from 'kysely';
+import { CHANGE_CHANNEL, CHANGE_KIND_CODES } from '../change-channel.js';
+import { newGenerationValues, newWatchValues, supersededWatches, WATCH_IDENTITY_COLUMNS, WATCH_SLOT_LOCK_CLASS, watchSlotKey } from '../projection-watches/watch-predicates.js';
+import { rowToProjectionWatch } from '../projection-watches/row.js';
 import type { ConnectorOperation, ConnectorOperationState } from '../operations/types.js';
 import { armWatchForWrite } from '../projection-watches/arm-watch.js';
 import { getWatch } from '../projection-watches/read.js';
 import type { ProjectionWatch, ProjectionWatchIdentity } from '../projection-watches/types.js';
 import { rowHas } from '../row-checks.js';
-import { OPERATION_COLUMNS } from '../../db/tables.js';
+import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS, type Database, type OperationRow, type ProjectionWatchRow } from '../../db/tables.js';
 
 /**
  * States finalize may commit from, as the reference has it: an attempt in
@@ -92,17 +97,7 @@ export async function finalizeOperationAndArmWatch(
 ): Promise<FinalizeOperationResult> {
   return inTransaction(store, async (tx) => {
     const now = tx.now();
-    const { rows } = await COMMIT(tx, {
-      callerDID: input.key.callerDID,
-      operationID: input.key.operationID,
-      version: input.version,
-      leaseToken: input.leaseToken,
-      documentID: input.documentID,
-      resultEntity: encodeJSONColumn(input.resultEntity),
-      now,
-      leaseDigest: leaseDigest(input.leaseToken),
-      finalizedInput: JSON.stringify(finalizedInput(input)),
-    });
+    const { rows } = await COMMIT(tx, commitValues(input, now));
     const committed = rows[0];
     if (committed === undefined) return replayOf(tx, input);
 
@@ -120,45 +115,171 @@ export async function finalizeOperationAndArmWatch(
  * only a finalize that committed is recorded; its replay answers
  * `replayed: true` with the operation and watch as they were committed.
  */
-export const FINALIZE_ANSWER: AnswerCodec<FinalizeOperationResult> = {
+export const FINALIZE_ANSWER: RowAnswerCodec<FinalizeOperationResult> = {
   encode: (result) => ({ answer: result, leaseToken: null }),
+  fromRow: (row, _token, parts) => ({
+    finalized: true,
+    replayed: false,
+    operation: rowToOperation(row),
+    watch: rowToProjectionWatch(parts?.watch as ProjectionWatchRow),
+  }),
   decode: (answer) => ({ ...(answer as FinalizeOperationResult), replayed: true }),
   wrote: (result) => result.finalized && !result.replayed,
 };
 
+/** The values of the commit: the key, the fence, the result, and what a replay is recognised by. */
+type CommitValues = {
+  callerDID: string;
+  operationID: string;
+  version: number;
+  leaseToken: string;
+  documentID: string;
+  resultEntity: string | null;
+  now: number;
+  leaseDigest: string;
+  finalizedInput: string;
+};
+
 /** The commit: the holder's fenced write of the result; the committed row comes back with it (no read after commit). */
-const COMMIT = prepared(
-  (
-    db,
-    v: { callerDID: string; operationID: string; version: number; leaseToken: string; documentID: string; resultEntity: string | null; now: number; leaseDigest: string; finalizedInput: string },
-  ) =>
-    db
-      .updateTable('kubun_connector_operation')
-      .set({
-        state: 'committed',
-        document_id: v.documentID,
-        result_entity: v.resultEntity,
-        updated_at: v.now,
-        lease_token: null,
-        lease_expires_at: null,
-        finalized_lease_digest: v.leaseDigest,
-        finalized_input: v.finalizedInput,
-        last_error: null,
-      })
-      .where('caller_did', '=', v.callerDID)
-      .where('operation_id', '=', v.operationID)
-      // Checked on the row the key found, never a way to find it (row-checks.ts).
-      .where((eb) =>
-        eb.and([
-          rowHas(eb, 'state', FINALIZABLE_STATES),
-          rowHas(eb, 'version', v.version),
-          rowHas(eb, 'lease_token', v.leaseToken),
-          // Claimed for a document: finalized for that one only.
-          eb.or([eb('document_id', 'is', null), eb('document_id', '=', v.documentID)]),
-        ]),
-      )
-      .returning(OPERATION_COLUMNS),
-);
+function commitUpdate(qc: QueryCreator<Database>, v: CommitValues) {
+  return qc
+    .updateTable('kubun_connector_operation')
+    .set({
+      state: 'committed',
+      document_id: v.documentID,
+      result_entity: v.resultEntity,
+      updated_at: v.now,
+      lease_token: null,
+      lease_expires_at: null,
+      finalized_lease_digest: v.leaseDigest,
+      finalized_input: v.finalizedInput,
+      last_error: null,
+    })
+    .where('caller_did', '=', v.callerDID)
+    .where('operation_id', '=', v.operationID)
+    // Checked on the row the key found, never a way to find it (row-checks.ts).
+    .where((eb) =>
+      eb.and([
+        rowHas(eb, 'state', FINALIZABLE_STATES),
+        rowHas(eb, 'version', v.version),
+        rowHas(eb, 'lease_token', v.leaseToken),
+        // Claimed for a document: finalized for that one only.
+        eb.or([eb('document_id', 'is', null), eb('document_id', '=', v.documentID)]),
+      ]),
+    )
+    .returning(OPERATION_COLUMNS);
+}
+
+const COMMIT = prepared((db, v: CommitValues) => commitUpdate(db, v));
+
+/** What the single statement of a finalize takes beyond the commit's values. */
+type ArmValues = ProjectionWatchIdentity & { observedWinnerDigest: string | null; watchNodeKey: string; slot: string; requestKey?: string; requestInput?: string };
+
+/**
+ * The whole finalize as one statement (Postgres): the commit (`u`); only if
+ * it matched, the document's watch slot locked (`l`), the document's watch
+ * under another identity deleted (`d`, after the lock), the watch created or
+ * given a new generation (`w`, after the delete), the request key recorded
+ * (`r`), and the NOTIFY of both nodes. Each step reads the one before it, so
+ * they run in this order. One statement per shape: with and without a key.
+ */
+function finalizeStatement(keyed: boolean) {
+  return prepared((db, v: CommitValues & ArmValues) => {
+    let query: any = db
+      .with('u', (qc) => commitUpdate(qc, v))
+      .with('l', (qc) => qc.selectFrom('u').select(sql<null>`pg_advisory_xact_lock(${sql.lit(WATCH_SLOT_LOCK_CLASS)}, hashtext(${v.slot}))`.as('locked')))
+      .with('d', (qc) => supersededWatches(qc as unknown as QueryCreator<Database>, v).where(sql<boolean>`exists (select 1 from l)`).returning('node_key') as never)
+      .with('w', (qc) =>
+        qc
+          .insertInto('kubun_connector_projection_watch')
+          .expression((eb) =>
+            eb
+              .selectFrom('u')
+              .select(() =>
+                Object.entries(newWatchValues({ identity: v, nodeKey: v.watchNodeKey, documentID: v.documentID, observedWinnerDigest: v.observedWinnerDigest, dueAt: v.now, now: v.now })).map(
+                  ([column, value]) => eb.val(value).as(column),
+                ),
+              )
+              // After the delete: the document's other watch is gone before this one arrives.
+              .where(sql<boolean>`(select count(*) from d) >= 0`),
+          )
+          .onConflict((oc) => oc.columns([...WATCH_IDENTITY_COLUMNS]).doUpdateSet((eb) => newGenerationValues(eb, { dueAt: v.now, now: v.now, observedWinnerDigest: v.observedWinnerDigest, clearVerifiedDigest: true })))
+          .returning(PROJECTION_WATCH_COLUMNS),
+      );
+    if (keyed) query = query.with('r', (qc: QueryCreator<any>) => STEP_REQUEST(qc, { requestKey: v.requestKey, step: 'finalizeOperation', input: v.requestInput, now: v.now }, false, { table: 'w', part: 'watch' }));
+    return query
+      .selectFrom(['u', 'w'])
+      .select([
+        ...OPERATION_COLUMNS.map((column) => `u.${column}`),
+        ...PROJECTION_WATCH_COLUMNS.map((column) => sql.ref(`w.${column}`).as(`watch_${column}`)),
+        sql`pg_notify(${sql.lit(CHANGE_CHANNEL)}, ${sql.lit(`${CHANGE_KIND_CODES.operation}:`)} || u.node_key || ${sql.lit(` ${CHANGE_KIND_CODES.watch}:`)} || w.node_key)`.as('notified'),
+      ]);
+  });
+}
+
+const FINALIZE_STATEMENTS = { plain: finalizeStatement(false), keyed: finalizeStatement(true) };
+
+/** The watch's columns of a finalize statement's row (`watch_<column>`). */
+function watchOf(row: Record<string, unknown>): ProjectionWatchRow {
+  return Object.fromEntries(PROJECTION_WATCH_COLUMNS.map((column) => [column, row[`watch_${column}`]])) as unknown as ProjectionWatchRow;
+}
+
+/**
+ * {@link finalizeOperationAndArmWatch} as the API's step, keyed by the
+ * client's request key. On Postgres a finalize that commits is one statement
+ * (see `finalizeStatement`), announced by its own NOTIFY (`announced`). One
+ * that does not (a lost or replayed fence, a resent request, a concurrent
+ * first watch of the same document under another identity) is judged in a
+ * transaction, as {@link finalizeOperationAndArmWatch} does.
+ */
+export async function finalizeOperationStep(
+  store: StoreContext,
+  input: FinalizeOperationInput,
+  request?: { requestKey: string; input: Record<string, unknown> },
+): Promise<FencedStepAnswer<FinalizeOperationResult>> {
+  if (store.dialect === 'postgres' && !store.db.isTransaction) {
+    const now = store.now();
+    const { identity, documentID } = { identity: input.watchIdentity, documentID: input.documentID };
+    const values = {
+      ...commitValues(input, now),
+      ...identity,
+      observedWinnerDigest: input.currentWinnerDigest,
+      watchNodeKey: store.getRandomID(),
+      slot: watchSlotKey({ ownerDID: identity.ownerDID, model: identity.model, documentID }),
+    };
+    try {
+      const { rows } =
+        request === undefined
+          ? await FINALIZE_STATEMENTS.plain(store, values)
+          : await FINALIZE_STATEMENTS.keyed(store, { ...values, requestKey: request.requestKey, requestInput: JSON.stringify(digestInput(request.input)) });
+      const row = rows[0] as (OperationRow & Record<string, unknown>) | undefined;
+      if (row !== undefined) {
+        return { answer: { finalized: true, replayed: false, operation: rowToOperation(row), watch: rowToProjectionWatch(watchOf(row)) }, replayed: false, announced: true };
+      }
+    } catch (error) {
+      // Nothing was written; the transaction below judges it (a recorded key's answer, another watch of the document).
+      const failure = error as { code?: unknown };
+      if (failure?.code !== '23505') throw error;
+    }
+  }
+  const keyed = request === undefined ? undefined : { key: input.key, requestKey: request.requestKey, step: 'finalizeOperation' as const, input: request.input };
+  return { ...(await runKeyedRequest(store, keyed, FINALIZE_ANSWER, (tx) => finalizeOperationAndArmWatch(tx, input))), announced: false };
+}
+
+/** The commit's values of `input` at `now`. */
+function commitValues(input: FinalizeOperationInput, now: number): CommitValues {
+  return {
+    callerDID: input.key.callerDID,
+    operationID: input.key.operationID,
+    version: input.version,
+    leaseToken: input.leaseToken,
+    documentID: input.documentID,
+    resultEntity: encodeJSONColumn(input.resultEntity),
+    now,
+    leaseDigest: leaseDigest(input.leaseToken),
+    finalizedInput: JSON.stringify(finalizedInput(input)),
+  };
+}
 
 /** What a finalize identifies its holder by once the commit cleared the lease: a digest, never the token. */
 function leaseDigest(leaseToken: string): string {

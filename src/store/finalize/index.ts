@@ -2,6 +2,7 @@
 export {
   FINALIZE_ANSWER,
   finalizeOperationAndArmWatch,
+  finalizeOperationStep,
   type FinalizeOperationInput,
   type FinalizeOperationResult,
 } from './finalize-operation-and-arm-watch.js';

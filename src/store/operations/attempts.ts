@@ -3,9 +3,11 @@ import type { OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError, InvalidStateError } from '../errors.js';
 import { rowHas } from '../row-checks.js';
-import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage } from './history.js';
+import { closeAttempt, markAttemptSent, openAttempt, redactAttemptMessage, STEP_HISTORY } from './history.js';
 import { operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
-import { fencedComputedUpdate, preparedFencedUpdate, type FenceRule } from './fence.js';
+import { fencedComputedUpdate, preparedFencedUpdate, type FenceGuard, type FenceRule, type OperationEB, type OperationUpdate } from './fence.js';
+import { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepDefinition } from './fenced-step.js';
+import { OPERATION_ANSWER } from './requests.js';
 import { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
 import { LIVE_OPERATION_STATES, OPERATION_OUTCOME_KINDS, type ConnectorOperation, type ConnectorOperationState, type OperationFence, type OperationOutcomeKind } from './types.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf, requirePositiveMs } from '../validate.js';
@@ -19,24 +21,22 @@ const MARK_SENT: FenceRule = { action: 'mark a request sent', states: ['attempte
  * clearing that marker would erase the only evidence that a request may have
  * reached the provider, and the next holder would send without reconciling.
  */
-const START_UPDATE = preparedFencedUpdate<object>(
-  START,
-  (eb, v) => ({
-    attempts: eb('attempts', '+', 1),
-    send_marker: null,
-    send_deadline_at: null,
-    last_kind: null,
-    last_http_status: null,
-    updated_at: v.now,
-  }),
-  {
-    where: (eb) => eb.or([eb('send_marker', 'is', null), eb('last_kind', 'is not', null)]),
-    onMiss: (row) => {
-      if (row.send_marker !== null && row.last_kind === null) throw new InvalidStateError(MARKED_WITHOUT_OUTCOME);
-      return undefined;
-    },
+const START_SET = (eb: OperationEB, v: { now: number }): OperationUpdate => ({
+  attempts: eb('attempts', '+', 1),
+  send_marker: null,
+  send_deadline_at: null,
+  last_kind: null,
+  last_http_status: null,
+  updated_at: v.now,
+});
+const START_GUARD: FenceGuard<object> = {
+  where: (eb) => eb.or([eb('send_marker', 'is', null), eb('last_kind', 'is not', null)]),
+  onMiss: (row) => {
+    if (row.send_marker !== null && row.last_kind === null) throw new InvalidStateError(MARKED_WITHOUT_OUTCOME);
+    return undefined;
   },
-);
+};
+const START_UPDATE = preparedFencedUpdate<object>(START, START_SET, START_GUARD);
 
 /** Why a start is refused after a marked send with no outcome. */
 export const MARKED_WITHOUT_OUTCOME =
@@ -48,23 +48,59 @@ export const MARKED_WITHOUT_OUTCOME =
  * the same attempt is an {@link IdempotencyConflictError} naming `sendMarker`
  * (silently replacing it would lose the evidence of the first send).
  */
-const MARK_SENT_UPDATE = preparedFencedUpdate<{ sendMarker: string; sendTimeoutMs: number | null; defaultTimeoutMs: number }>(
-  MARK_SENT,
-  (eb, v) => ({
-    send_marker: v.sendMarker,
-    // The window opens now: this mark's timeout, else the claim's, else the default.
-    send_deadline_at: eb(eb.val(v.now), '+', eb.fn.coalesce(eb.val(v.sendTimeoutMs), eb.ref('send_timeout_ms'), eb.val(v.defaultTimeoutMs))),
-    updated_at: v.now,
-  }),
-  {
-    where: (eb) => eb('send_marker', 'is', null),
-    onMiss: (row, v) => {
-      if (row.send_marker === null) return undefined;
-      if (row.send_marker === v.sendMarker) return row;
-      throw new IdempotencyConflictError(['sendMarker']);
-    },
+type MarkSentValues = { sendMarker: string; sendTimeoutMs: number | null; defaultTimeoutMs: number };
+const MARK_SENT_SET = (eb: OperationEB, v: MarkSentValues & { now: number }): OperationUpdate => ({
+  send_marker: v.sendMarker,
+  // The window opens now: this mark's timeout, else the claim's, else the default.
+  send_deadline_at: eb(eb.val(v.now), '+', eb.fn.coalesce(eb.val(v.sendTimeoutMs), eb.ref('send_timeout_ms'), eb.val(v.defaultTimeoutMs))),
+  updated_at: v.now,
+});
+const MARK_SENT_GUARD: FenceGuard<MarkSentValues> = {
+  where: (eb) => eb('send_marker', 'is', null),
+  onMiss: (row, v) => {
+    if (row.send_marker === null) return undefined;
+    if (row.send_marker === v.sendMarker) return row;
+    throw new IdempotencyConflictError(['sendMarker']);
   },
-);
+};
+const MARK_SENT_UPDATE = preparedFencedUpdate<MarkSentValues>(MARK_SENT, MARK_SENT_SET, MARK_SENT_GUARD);
+
+/** {@link startOperationAttempt} as the API's step: by node key, one statement on Postgres (src/store/operations/fenced-step.ts). */
+export const START_STEP: FencedStepDefinition<object, ConnectorOperation> = {
+  step: 'startOperationAttempt',
+  rule: START,
+  set: START_SET,
+  guard: START_GUARD,
+  history: STEP_HISTORY.openAttempt,
+  grantsLease: false,
+  codec: OPERATION_ANSWER,
+  inTransaction: (tx, fence) => startOperationAttempt(tx, fence),
+};
+
+/** {@link markOperationSent} as the API's step (see {@link START_STEP}). */
+export const MARK_SENT_STEP: FencedStepDefinition<MarkSentValues, ConnectorOperation> = {
+  step: 'markOperationSent',
+  rule: MARK_SENT,
+  set: MARK_SENT_SET,
+  guard: MARK_SENT_GUARD,
+  history: STEP_HISTORY.markAttemptSent,
+  grantsLease: false,
+  codec: OPERATION_ANSWER,
+  inTransaction: (tx, fence, v) => markOperationSent(tx, { ...fence, sendMarker: v.sendMarker, ...(v.sendTimeoutMs !== null && { sendTimeoutMs: v.sendTimeoutMs }) }),
+};
+
+/** Starts the next attempt of the operation `call` names (the API's `startOperationAttempt`). */
+export function startAttemptStep(store: StoreContext, call: FencedStepCall): Promise<FencedStepAnswer<ConnectorOperation>> {
+  return runFencedStep(store, START_STEP, call, {});
+}
+
+/** Marks the request of the operation `call` names as sent (the API's `markOperationSent`; checks as {@link markOperationSent}). */
+export function markSentStep(store: StoreContext, call: FencedStepCall, input: { sendMarker: string; sendTimeoutMs?: number | null }): Promise<FencedStepAnswer<ConnectorOperation>> {
+  requireNonEmptyString('sendMarker', input.sendMarker);
+  if (input.sendTimeoutMs != null) requirePositiveMs('sendTimeoutMs', input.sendTimeoutMs);
+  return runFencedStep(store, MARK_SENT_STEP, call, { sendMarker: input.sendMarker, sendTimeoutMs: input.sendTimeoutMs ?? null, defaultTimeoutMs: DEFAULT_SEND_TIMEOUT_MS });
+}
+
 const RECORD: FenceRule = { action: 'record an attempt outcome', states: LIVE_OPERATION_STATES, requireLiveLease: false };
 
 /**

@@ -6,7 +6,13 @@ import { isLeaseLive, isSendWindowOpen, rowToOperation, selectOperationRow } fro
 import { takeOverLease } from './takeover.js';
 import { OPERATION_OPS, type ConnectorOperation, type OperationLease } from './types.js';
 import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
-import { insertOperation, type OperationWriteInput } from './insert.js';
+import { insertOperation, newOperationInsert, newOperationValues, type NewOperationValues, type OperationWriteInput } from './insert.js';
+import { sql, type QueryCreator } from 'kysely';
+import { OPERATION_COLUMNS } from '../../db/tables.js';
+import { notifyOperationChanged } from '../change-channel.js';
+import { prepared } from '../prepared.js';
+import { CLAIM_ANSWER, digestInput, REQUEST_KEY_CONSTRAINT, runKeyedRequest, STEP_REQUEST } from './requests.js';
+import type { FencedStepAnswer } from './fenced-step.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
 export interface ClaimOperationInput extends OperationWriteInput {
@@ -81,6 +87,51 @@ export async function claimOperation(store: StoreContext, input: ClaimOperationI
   const row = await selectOperationRow(store, input);
   if (row === undefined) throw new StaleVersionError('operation');
   return judgeExisting(row, input, now) ?? { outcome: 'IN_FLIGHT', operation: rowToOperation(row) };
+}
+
+/** A new key's claim as one statement (Postgres): the INSERT, the request key's record and the NOTIFY, all or nothing. */
+function claimStatement(keyed: boolean) {
+  return prepared((db, v: NewOperationValues & { requestKey?: string; requestInput?: string }) => {
+    let query: any = db.with('u', (qc) => newOperationInsert(qc, v));
+    if (keyed) query = query.with('r', (qc: QueryCreator<any>) => STEP_REQUEST(qc, { requestKey: v.requestKey, step: 'claimOperation', input: v.requestInput, now: v.now }, true));
+    return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
+  });
+}
+
+const CLAIM_STATEMENTS = { plain: claimStatement(false), keyed: claimStatement(true) };
+
+/**
+ * {@link claimOperation} as the API's step, keyed by the client's request
+ * key (src/store/operations/requests.ts). A new key on Postgres is one
+ * statement: the INSERT, the record of the request key and the NOTIFY of the
+ * change (`announced`). An existing key, and SQLite, run the claim and the
+ * record in one transaction, as {@link claimOperation} judges the row.
+ */
+export async function claimOperationStep(
+  store: StoreContext,
+  input: ClaimOperationInput,
+  request?: { requestKey: string; input: Record<string, unknown> },
+): Promise<FencedStepAnswer<ClaimOperationResult>> {
+  validateClaim(input);
+  if (store.dialect === 'postgres' && !store.db.isTransaction) {
+    const now = store.now();
+    const token = store.getRandomID();
+    const values = newOperationValues(store, input, { now, nextAttemptAt: now, lease: { token, expiresAt: now + input.leaseMs } });
+    try {
+      const { rows } =
+        request === undefined
+          ? await CLAIM_STATEMENTS.plain(store, values)
+          : await CLAIM_STATEMENTS.keyed(store, { ...values, requestKey: request.requestKey, requestInput: JSON.stringify(digestInput(request.input)) });
+      const row = rows[0] as OperationRow | undefined;
+      if (row !== undefined) return { answer: claimed(row, token), replayed: false, announced: true };
+    } catch (error) {
+      // The request key was recorded for this key before (its row since deleted): judged below, as a resend.
+      const failure = error as { code?: unknown; constraint?: unknown };
+      if (failure?.code !== '23505' || failure.constraint !== REQUEST_KEY_CONSTRAINT) throw error;
+    }
+  }
+  const keyed = request === undefined ? undefined : { key: { callerDID: input.callerDID, operationID: input.operationID }, requestKey: request.requestKey, step: 'claimOperation' as const, input: request.input };
+  return { ...(await runKeyedRequest(store, keyed, CLAIM_ANSWER, (tx) => claimOperation(tx, input))), announced: false };
 }
 
 /** The outcome for an existing row, or `undefined` when its lease may be taken over. */

@@ -14,7 +14,8 @@ import { isLeaseLive, OPERATION_TABLE, selectOperationRow } from './row.js';
 import type { ConnectorOperationState, OperationFence } from './types.js';
 import { OPERATION_COLUMNS } from '../../db/tables.js';
 
-type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
+/** An expression builder over the operation table. */
+export type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
 
 /** When a fenced write is allowed beyond matching version and token. */
 export interface FenceRule {
@@ -51,7 +52,8 @@ export interface FenceGuard<V> {
 /** Bound on rounds lost to the row changing between read and write. */
 const MAX_ROUNDS = 5;
 
-type OperationUpdate = UpdateObject<Database, typeof OPERATION_TABLE>;
+/** What a fenced write sets. */
+export type OperationUpdate = UpdateObject<Database, typeof OPERATION_TABLE>;
 type OperationGuard = Expression<SqlBool>;
 
 /** The values a fenced statement checks: the key, the expected version and token, and the time. */

@@ -6,7 +6,7 @@
  * never hold a secret: the lease token, the send marker and anything that
  * looks like a bearer token or JWT are replaced before they are stored.
  */
-import type { ExpressionBuilder, Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type QueryCreator } from 'kysely';
 import type { Database, OperationHistoryRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
@@ -86,6 +86,44 @@ const OPEN_ATTEMPT = prepared((db, v: OperationKey & { attempt: number; now: num
         .where('operation_id', '=', v.operationID),
     ),
 );
+
+/**
+ * The history writes of a fenced step's single statement (Postgres,
+ * src/store/operations/fenced-step.ts), reading the operation's updated row
+ * from the statement's CTE `u`: they write only when the step did. The next
+ * seq is read from the statement's snapshot; a concurrent entry for the same
+ * operation (its holder racing its own steps) makes the insert collide on
+ * the history's primary key, and the step runs again.
+ */
+export const STEP_HISTORY = {
+  /** {@link openAttempt} for the row `u`: a new attempt numbered by its `attempts`. */
+  openAttempt: (qc: QueryCreator<any>, now: unknown) =>
+    qc
+      .insertInto(HISTORY_TABLE)
+      .columns(['caller_did', 'operation_id', 'seq', 'kind', 'attempt', 'started_at'])
+      .expression((eb) =>
+        eb
+          .selectFrom('u')
+          .select([
+            'u.caller_did',
+            'u.operation_id',
+            sql<number>`coalesce((select max(h.seq) from ${sql.table(HISTORY_TABLE)} as h where h.caller_did = u.caller_did and h.operation_id = u.operation_id), 0) + 1`.as('seq'),
+            sql.lit('attempt').as('kind'),
+            'u.attempts',
+            eb.val(now).as('started_at'),
+          ]),
+      ),
+  /** {@link markAttemptSent} for the row `u`: its open attempt stamped as sent. */
+  markAttemptSent: (qc: QueryCreator<any>, now: unknown) =>
+    qc
+      .updateTable(`${HISTORY_TABLE} as h`)
+      .from('u')
+      .set({ sent_at: now })
+      .whereRef('h.caller_did', '=', 'u.caller_did')
+      .whereRef('h.operation_id', '=', 'u.operation_id')
+      .where('h.ended_at', 'is', null)
+      .where('h.seq', '=', sql<number>`(select max(m.seq) from ${sql.table(HISTORY_TABLE)} as m where m.caller_did = u.caller_did and m.operation_id = u.operation_id)`),
+};
 
 /** Opens the row of the attempt just started (inside the start's transaction). */
 export async function openAttempt(tx: StoreContext, key: OperationKey, attempt: number, now: number): Promise<void> {

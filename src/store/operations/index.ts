@@ -1,9 +1,10 @@
 /** Write-back operations (SPEC §3.3): claim, fenced leases, attempts, reconcile, due work, reads and listings. */
 export * from './types.js';
 export { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
-export { claimOperation, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
-export { acquireOperationLease, renewOperationLease, releaseOperationLease, type AcquireOperationLeaseResult } from './leases.js';
-export { startOperationAttempt, markOperationSent, recordOperationOutcome, type RecordOperationOutcomeInput } from './attempts.js';
+export { claimOperation, claimOperationStep, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
+export { acquireOperationLease, renewOperationLease, releaseOperationLease, renewLeaseStep, releaseLeaseStep, type AcquireOperationLeaseResult } from './leases.js';
+export { startOperationAttempt, markOperationSent, recordOperationOutcome, startAttemptStep, markSentStep, type RecordOperationOutcomeInput } from './attempts.js';
+export { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepTarget } from './fenced-step.js';
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 export {
   applyOperationAction,

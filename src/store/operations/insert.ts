@@ -1,5 +1,6 @@
 /** The one INSERT of a new operation, shared by claim (leased to its claimer) and enqueue (no lease). */
-import type { OperationRow } from '../../db/tables.js';
+import type { QueryCreator } from 'kysely';
+import type { Database, OperationRow } from '../../db/tables.js';
 import { OPERATION_COLUMNS } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
@@ -39,51 +40,59 @@ export interface NewOperationStart {
   lease: { token: string; expiresAt: number } | null;
 }
 
-/** A new operation; nothing when the key exists (only the idempotency key may conflict: a node_key collision must fail loudly, not loop). */
-const INSERT_OPERATION = prepared(
-  (
-    db,
-    v: OperationWriteInput & { nodeKey: string; incarnation: string; token: string | null; leaseExpiresAt: number | null; nextAttemptAt: number; now: number },
-  ) =>
-    db
-      .insertInto(OPERATION_TABLE)
-      .values({
-        caller_did: v.callerDID,
-        operation_id: v.operationID,
-        node_key: v.nodeKey,
-        owner_did: v.ownerDID,
-        connector_name: v.connectorName,
-        model: v.model,
-        op: v.op,
-        account_key: v.accountKey,
-        target: v.target,
-        source_id: v.sourceID ?? null,
-        document_id: v.documentID ?? null,
-        deterministic_event_id: v.deterministicEventID,
-        payload_hash: v.payloadHash,
-        reissue_intent: v.reissueIntent,
-        send_timeout_ms: v.sendTimeoutMs ?? null,
-        state: 'attempted',
-        attempts: 0,
-        next_attempt_at: v.nextAttemptAt,
-        version: 0,
-        incarnation: v.incarnation,
-        lease_token: v.token ?? null,
-        lease_expires_at: v.leaseExpiresAt ?? null,
-        created_at: v.now,
-        updated_at: v.now,
-      })
-      .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
-      .returning(OPERATION_COLUMNS),
-);
+/** The values of a new operation's INSERT: the write, its new identities, its lease or none, and when it is first due. */
+export type NewOperationValues = OperationWriteInput & {
+  nodeKey: string;
+  incarnation: string;
+  token: string | null;
+  leaseExpiresAt: number | null;
+  nextAttemptAt: number;
+  now: number;
+};
 
 /**
- * Inserts the operation `write` as `attempted`, version 0, with a new node
- * key and incarnation, due at `start.nextAttemptAt`, leased or not. Returns
- * the row, or `undefined` when its idempotency key already exists.
+ * A new operation; nothing when the key exists (only the idempotency key may
+ * conflict: a node_key collision must fail loudly, not loop). Also the CTE of
+ * a claim's single statement (claim.ts).
  */
-export async function insertOperation(store: StoreContext, write: OperationWriteInput, start: NewOperationStart): Promise<OperationRow | undefined> {
-  const { rows } = await INSERT_OPERATION(store, {
+export function newOperationInsert(qc: QueryCreator<Database>, v: NewOperationValues) {
+  return qc
+    .insertInto(OPERATION_TABLE)
+    .values({
+      caller_did: v.callerDID,
+      operation_id: v.operationID,
+      node_key: v.nodeKey,
+      owner_did: v.ownerDID,
+      connector_name: v.connectorName,
+      model: v.model,
+      op: v.op,
+      account_key: v.accountKey,
+      target: v.target,
+      source_id: v.sourceID ?? null,
+      document_id: v.documentID ?? null,
+      deterministic_event_id: v.deterministicEventID,
+      payload_hash: v.payloadHash,
+      reissue_intent: v.reissueIntent,
+      send_timeout_ms: v.sendTimeoutMs ?? null,
+      state: 'attempted',
+      attempts: 0,
+      next_attempt_at: v.nextAttemptAt,
+      version: 0,
+      incarnation: v.incarnation,
+      lease_token: v.token ?? null,
+      lease_expires_at: v.leaseExpiresAt ?? null,
+      created_at: v.now,
+      updated_at: v.now,
+    })
+    .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
+    .returning(OPERATION_COLUMNS);
+}
+
+const INSERT_OPERATION = prepared((db, v: NewOperationValues) => newOperationInsert(db, v));
+
+/** The values of `write`'s INSERT started as `start`, with a new node key and incarnation. */
+export function newOperationValues(store: StoreContext, write: OperationWriteInput, start: NewOperationStart): NewOperationValues {
+  return {
     ...write,
     nodeKey: store.getRandomID(),
     incarnation: store.getRandomID(),
@@ -91,6 +100,15 @@ export async function insertOperation(store: StoreContext, write: OperationWrite
     leaseExpiresAt: start.lease?.expiresAt ?? null,
     nextAttemptAt: start.nextAttemptAt,
     now: start.now,
-  });
+  };
+}
+
+/**
+ * Inserts the operation `write` as `attempted`, version 0, with a new node
+ * key and incarnation, due at `start.nextAttemptAt`, leased or not. Returns
+ * the row, or `undefined` when its idempotency key already exists.
+ */
+export async function insertOperation(store: StoreContext, write: OperationWriteInput, start: NewOperationStart): Promise<OperationRow | undefined> {
+  const { rows } = await INSERT_OPERATION(store, newOperationValues(store, write, start));
   return rows[0];
 }

@@ -1,7 +1,9 @@
 /** Fenced leases of an operation: acquire (epoch + 1), renew and release (epoch unchanged). */
 import type { StoreContext } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
-import { preparedFencedUpdate, type FenceRule } from './fence.js';
+import { preparedFencedUpdate, type FenceRule, type OperationEB, type OperationUpdate } from './fence.js';
+import { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepDefinition } from './fenced-step.js';
+import { OPERATION_ANSWER, RENEW_ANSWER } from './requests.js';
 import { isLeaseLive, isLiveState, isSendWindowOpen, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
@@ -49,8 +51,43 @@ export async function acquireOperationLease(
 
 const RENEW: FenceRule = { action: 'renew the lease', states: LIVE_OPERATION_STATES, requireLiveLease: true };
 const RELEASE: FenceRule = { action: 'release the lease', states: OPERATION_STATES, requireLiveLease: false };
-const RENEW_UPDATE = preparedFencedUpdate<{ expiresAt: number }>(RENEW, (_eb, v) => ({ lease_expires_at: v.expiresAt, updated_at: v.now }));
-const RELEASE_UPDATE = preparedFencedUpdate<object>(RELEASE, (_eb, v) => ({ lease_token: null, lease_expires_at: null, updated_at: v.now }));
+const RENEW_SET = (_eb: OperationEB, v: { expiresAt: number; now: number }): OperationUpdate => ({ lease_expires_at: v.expiresAt, updated_at: v.now });
+const RELEASE_SET = (_eb: OperationEB, v: { now: number }): OperationUpdate => ({ lease_token: null, lease_expires_at: null, updated_at: v.now });
+const RENEW_UPDATE = preparedFencedUpdate<{ expiresAt: number }>(RENEW, RENEW_SET);
+const RELEASE_UPDATE = preparedFencedUpdate<object>(RELEASE, RELEASE_SET);
+
+type Renewal = { operation: ConnectorOperation; lease: OperationLease };
+
+/** {@link renewOperationLease} as the API's step: by node key, one statement on Postgres (src/store/operations/fenced-step.ts). */
+export const RENEW_STEP: FencedStepDefinition<{ leaseMs: number; expiresAt: number }, Renewal> = {
+  step: 'renewOperationLease',
+  rule: RENEW,
+  set: RENEW_SET,
+  grantsLease: true,
+  codec: RENEW_ANSWER,
+  inTransaction: (tx, fence, v) => renewOperationLease(tx, { ...fence, leaseMs: v.leaseMs }),
+};
+
+/** {@link releaseOperationLease} as the API's step (see {@link RENEW_STEP}). */
+export const RELEASE_STEP: FencedStepDefinition<object, ConnectorOperation> = {
+  step: 'releaseOperationLease',
+  rule: RELEASE,
+  set: RELEASE_SET,
+  grantsLease: false,
+  codec: OPERATION_ANSWER,
+  inTransaction: (tx, fence) => releaseOperationLease(tx, fence),
+};
+
+/** Renews the lease of the operation `call` names (the API's `renewOperationLease`; checks as {@link renewOperationLease}). */
+export function renewLeaseStep(store: StoreContext, call: FencedStepCall, input: { leaseMs: number }): Promise<FencedStepAnswer<Renewal>> {
+  requirePositiveMs('leaseMs', input.leaseMs);
+  return runFencedStep(store, RENEW_STEP, call, { leaseMs: input.leaseMs, expiresAt: store.now() + input.leaseMs });
+}
+
+/** Releases the lease of the operation `call` names (the API's `releaseOperationLease`). */
+export function releaseLeaseStep(store: StoreContext, call: FencedStepCall): Promise<FencedStepAnswer<ConnectorOperation>> {
+  return runFencedStep(store, RELEASE_STEP, call, {});
+}
 
 /**
  * Extends the holder's live lease to `now + leaseMs`; the version stays.

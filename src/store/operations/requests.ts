@@ -15,13 +15,15 @@
  * already exists, the transaction is rolled back and the stored answer read.
  */
 import { hash } from 'node:crypto';
-import type { OperationRequestRow } from '../../db/tables.js';
+import { sql, type QueryCreator } from 'kysely';
+import type { OperationRequestRow, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
 import { prepared } from '../prepared.js';
 import type { AcquireOperationLeaseResult } from './leases.js';
 import type { ClaimOperationResult } from './claim.js';
 import type { ConnectorOperation, OperationKey, OperationLease } from './types.js';
+import { rowToOperation } from './row.js';
 import { requireNonEmptyString } from '../validate.js';
 
 const REQUEST_TABLE = 'kubun_connector_operation_request';
@@ -61,7 +63,16 @@ export interface AnswerCodec<A> {
   decode(answer: unknown, leaseToken: string | null): A;
   /** Whether the answer wrote anything (only those are recorded). Default: every answer. */
   wrote?(answer: A): boolean;
+  /**
+   * The answer of a step that returns the operation's row: a fenced step's
+   * own statement (Postgres) records the row it wrote ({@link STEP_REQUEST}),
+   * which a replay turns into the answer with this.
+   */
+  fromRow?(row: OperationRow, leaseToken: string | null, parts?: Record<string, unknown>): A;
 }
+
+/** A codec of a step that answers with the operation's row (see `fromRow`). */
+export type RowAnswerCodec<A> = AnswerCodec<A> & { fromRow: (row: OperationRow, leaseToken: string | null, parts?: Record<string, unknown>) => A };
 
 /** What a keyed step did: its answer, and whether it was the recorded answer of the same request (nothing written). */
 export interface KeyedAnswer<A> {
@@ -114,12 +125,73 @@ export async function runKeyedRequest<A>(
   throw new RequestKeyTaken('the request key was taken and released repeatedly');
 }
 
-/** The recorded answer of `stored`, or the conflict when this request is not the one recorded under its key. */
-function replay<A>(stored: OperationRequestRow, request: KeyedRequest, input: Record<string, string>, codec: AnswerCodec<A>): KeyedAnswer<A> {
+/** The recorded answer of `stored`, or the conflict when this request is not the one recorded under its key (`input` digested). */
+export function replay<A>(stored: OperationRequestRow, request: KeyedRequest, input: Record<string, string>, codec: AnswerCodec<A>): KeyedAnswer<A> {
   const fields = differingRequestFields(stored, request.step, input);
   if (fields.length > 0) throw new IdempotencyConflictError(fields);
-  return { answer: codec.decode(JSON.parse(stored.answer), stored.lease_token), replayed: true };
+  return { answer: decodeAnswer(stored, codec), replayed: true };
 }
+
+/**
+ * A recorded answer: the codec's JSON, or the row a fenced step's statement
+ * recorded ({@link STEP_REQUEST}), made the answer the step gave with the
+ * codec's `fromRow` and then replayed as its JSON would be.
+ */
+export function decodeAnswer<A>(stored: OperationRequestRow, codec: AnswerCodec<A>): A {
+  const answer = JSON.parse(stored.answer) as unknown;
+  if (codec.fromRow !== undefined && typeof answer === 'object' && answer !== null && STEP_ROW in answer) {
+    const { [STEP_ROW]: row, sendMarkerSet, ...parts } = answer as { [STEP_ROW]: OperationRow; sendMarkerSet: boolean };
+    // The marker itself is never recorded; the domain type only says whether one is set.
+    const given = codec.fromRow({ ...row, lease_token: stored.lease_token, send_marker: sendMarkerSet ? MARKER_SET : null }, stored.lease_token, parts);
+    return codec.decode(codec.encode(given).answer, stored.lease_token);
+  }
+  return codec.decode(answer, stored.lease_token);
+}
+
+/** The key of a recorded answer that is the operation's row. */
+const STEP_ROW = 'row';
+/** Stands in for a send marker known only to be set (the row recorded with a step's answer never keeps it). */
+const MARKER_SET = '[set]';
+
+/**
+ * The request record a fenced step's single statement writes (Postgres,
+ * src/store/operations/fenced-step.ts) from its CTE `u`, only when the step
+ * wrote the row: the answer is the row as written, without the lease token
+ * and the send marker (`sendMarkerSet` instead), which {@link decodeAnswer}
+ * maps with the codec's `fromRow`. `keepsLeaseToken`: the step's answer
+ * grants the lease (a renewal), kept in its own column as the others do.
+ * A request key recorded already makes the insert collide on the table's
+ * primary key, which rolls the whole statement back.
+ */
+export function STEP_REQUEST(
+  qc: QueryCreator<any>,
+  v: { requestKey: unknown; step: OperationRequestStep; input: unknown; now: unknown },
+  keepsLeaseToken: boolean,
+  /** Another row of the statement recorded with the answer (finalize's watch): its CTE, read beside `u`, under `part` in the answer. */
+  beside?: { table: string; part: string },
+) {
+  const row = sql.ref('u');
+  const parts = beside === undefined ? sql`` : sql`, ${sql.lit(beside.part)}, to_jsonb(${sql.ref(beside.table)})`;
+  const from = beside === undefined ? qc.selectFrom('u') : qc.selectFrom(['u', beside.table]);
+  return qc
+    .insertInto(REQUEST_TABLE)
+    .columns(['caller_did', 'operation_id', 'request_key', 'step', 'input', 'answer', 'lease_token', 'created_at'])
+    .expression(
+      from.select((eb) => [
+        'u.caller_did',
+        'u.operation_id',
+        eb.val(v.requestKey).as('request_key'),
+        sql.lit(v.step).as('step'),
+        eb.val(v.input).as('input'),
+        sql<string>`jsonb_build_object(${sql.lit(STEP_ROW)}, to_jsonb(${row}) - 'lease_token' - 'send_marker', 'sendMarkerSet', u.send_marker is not null${parts})::text`.as('answer'),
+        keepsLeaseToken ? sql<string>`u.lease_token`.as('lease_token') : sql<null>`null`.as('lease_token'),
+        eb.val(v.now).as('created_at'),
+      ]),
+    );
+}
+
+/** The primary key a recorded request key collides on. */
+export const REQUEST_KEY_CONSTRAINT = 'kubun_connector_operation_request_pkey';
 
 /**
  * The fields in which a request (its step and digested input) differs from
@@ -214,17 +286,22 @@ const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, v
 const withToken = (lease: { expiresAt: number; version: number }, token: string | null): OperationLease => ({ ...lease, token: token ?? '' });
 
 /** The answer of start, mark sent, record outcome, record reconcile result and release: the operation after it. */
-export const OPERATION_ANSWER: AnswerCodec<ConnectorOperation> = {
+export const OPERATION_ANSWER: RowAnswerCodec<ConnectorOperation> = {
   encode: (operation) => ({ answer: operation, leaseToken: null }),
   decode: (answer) => answer as ConnectorOperation,
+  fromRow: (row) => rowToOperation(row),
 };
 
 /** The answer of a renewal: the operation and the lease. */
-export const RENEW_ANSWER: AnswerCodec<{ operation: ConnectorOperation; lease: OperationLease }> = {
+export const RENEW_ANSWER: RowAnswerCodec<{ operation: ConnectorOperation; lease: OperationLease }> = {
   encode: ({ operation, lease }) => ({ answer: { operation, lease: withoutToken(lease) }, leaseToken: lease.token }),
   decode: (answer, token) => {
     const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
     return { operation, lease: withToken(lease, token) };
+  },
+  fromRow: (row, token) => {
+    const operation = rowToOperation(row);
+    return { operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
   },
 };
 
@@ -239,7 +316,11 @@ export const ACQUIRE_ANSWER: AnswerCodec<AcquireOperationLeaseResult> = {
 };
 
 /** The answer of a claim that took a lease (REPLAYED, DEAD and IN_FLIGHT wrote nothing and are judged afresh). */
-export const CLAIM_ANSWER: AnswerCodec<ClaimOperationResult> = {
+export const CLAIM_ANSWER: RowAnswerCodec<ClaimOperationResult> = {
+  fromRow: (row, token) => {
+    const operation = rowToOperation(row);
+    return { outcome: 'CLAIMED', operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
+  },
   encode: (result) => ({
     answer: { outcome: result.outcome, operation: result.operation, lease: result.lease === undefined ? null : withoutToken(result.lease) },
     leaseToken: result.lease?.token ?? null,

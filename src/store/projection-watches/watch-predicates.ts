@@ -3,7 +3,7 @@
  * rule, the values of a freshly inserted watch and of a new verification
  * generation. Internal to the store.
  */
-import { CompiledQuery, type ExpressionBuilder, type Insertable } from 'kysely';
+import { CompiledQuery, type ExpressionBuilder, type Insertable, type QueryCreator } from 'kysely';
 import { nameStatement } from '../../db/named-statements.js';
 import type { Database, ProjectionWatchTable } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
@@ -38,7 +38,15 @@ export function matchesRef(ref: WatchRef) {
  * Advisory-lock namespace of a document's watch slot (first key of
  * `pg_advisory_xact_lock(int, int)`); an arbitrary constant ("PWAT").
  */
-const WATCH_SLOT_LOCK_CLASS = 0x50574154;
+export const WATCH_SLOT_LOCK_CLASS = 0x50574154;
+
+/** A watch's identity columns: its primary key, which `INSERT … ON CONFLICT` arbitrates. */
+export const WATCH_IDENTITY_COLUMNS = ['owner_did', 'connector_name', 'model', 'account_key', 'source_id'] as const;
+
+/** The text a document's watch slot lock is keyed by (hashed by Postgres). */
+export function watchSlotKey(slot: { ownerDID: string; model: string; documentID: string }): string {
+  return JSON.stringify([slot.ownerDID, slot.model, slot.documentID]);
+}
 
 /**
  * Serializes, until the transaction ends, every writer that may create the
@@ -55,7 +63,7 @@ export async function lockDocumentWatchSlot(
   slot: { ownerDID: string; model: string; documentID: string },
 ): Promise<void> {
   if (store.dialect !== 'postgres') return;
-  const key = JSON.stringify([slot.ownerDID, slot.model, slot.documentID]);
+  const key = watchSlotKey(slot);
   // Written out, not built: Postgres only, and on the write-back path of every finalize.
   await store.db.executeQuery(CompiledQuery.raw(LOCK_WATCH_SLOT, [WATCH_SLOT_LOCK_CLASS, key]));
 }
@@ -75,14 +83,17 @@ export async function deleteSupersededWatches(
   await DELETE_SUPERSEDED(store, { ...identity, documentID });
 }
 
-const DELETE_SUPERSEDED = prepared((db, v: ProjectionWatchIdentity & { documentID: string }) =>
-  db
+/** The DELETE of the document's watches under another identity (also a CTE of a finalize's single statement). */
+export function supersededWatches(qc: QueryCreator<Database>, v: ProjectionWatchIdentity & { documentID: string }) {
+  return qc
     .deleteFrom('kubun_connector_projection_watch')
     .where('owner_did', '=', v.ownerDID)
     .where('model', '=', v.model)
     .where('document_id', '=', v.documentID)
-    .where((eb) => eb.or([eb('connector_name', '!=', v.connectorName), eb('account_key', '!=', v.accountKey), eb('source_id', '!=', v.sourceID)])),
-);
+    .where((eb) => eb.or([eb('connector_name', '!=', v.connectorName), eb('account_key', '!=', v.accountKey), eb('source_id', '!=', v.sourceID)]));
+}
+
+const DELETE_SUPERSEDED = prepared((db, v: ProjectionWatchIdentity & { documentID: string }) => supersededWatches(db, v));
 
 /** Column values of a brand-new watch: generation 0, version 0, pending and due at `dueAt`. */
 export function newWatchValues(

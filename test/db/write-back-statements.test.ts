@@ -1,0 +1,194 @@
+/**
+ * Statements on the wire per write-back step (issue 40 item 1): every
+ * statement a Postgres connection of the server's pool sends is counted
+ * (BEGIN, COMMIT and the NOTIFY included), with the server's own Postgres
+ * change feed listening, as `npm start` runs it. Each fenced step is one
+ * statement: the fenced UPDATE, its history entry, its request key's record
+ * and its NOTIFY together; the NOTIFY reaches the feed once per step.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { generateLocalKey, mintToken } from '../../src/auth/index.js';
+import type { OpenDatabase } from '../../src/db/connect.js';
+import type { ChangeEvent, ChangeFeed } from '../../resolvers/context.js';
+import { createServerApp, type ServerApp } from '../../src/server/app.js';
+import { createPostgresChangeFeed } from '../../src/server/change-feed.js';
+import { loadConfig } from '../../src/server/config.js';
+import { createLogger } from '../../src/server/logger.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/databases.js';
+import { TEST_AUDIENCE } from '../helpers/graphql.js';
+import { CLAIM, claimInput, FINALIZE, operationMutationDocument, type OperationMutation } from '../helpers/operation-graphql.js';
+import { CompiledQuery } from 'kysely';
+
+const alice = generateLocalKey();
+
+describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-back step', () => {
+  let database: TestDatabase;
+  let counted: OpenDatabase;
+  let feed: ChangeFeed;
+  let app: ServerApp;
+  const sent: string[] = [];
+  const heard: ChangeEvent[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase('postgres');
+    counted = database.connectAgain();
+    // Every statement any pooled connection sends, as the driver sends it.
+    counted.pgPool!.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text?: string };
+        sent.push(typeof first === 'string' ? first : (first?.text ?? '?'));
+        return query(...args);
+      };
+    });
+    feed = await createPostgresChangeFeed({
+      connectionString: (database.open.target as { connectionString: string }).connectionString,
+      publish: async (channel, payload) => {
+        await counted.db.executeQuery(CompiledQuery.raw('select pg_notify($1, $2)', [channel, payload]));
+      },
+      logger: createLogger('silent'),
+    });
+    feed.listen((event) => heard.push(event));
+    app = createServerApp({
+      config: loadConfig({ NODE_ENV: 'test', AUTH_AUDIENCE: TEST_AUDIENCE, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0' }),
+      database: counted,
+      changes: feed,
+      logger: createLogger('silent'),
+    });
+  });
+
+  afterAll(async () => {
+    await feed?.close();
+    await database?.destroy();
+  });
+
+  beforeEach(async () => {
+    await database.truncate();
+  });
+
+  async function gql(query: string, input: Record<string, unknown>): Promise<Record<string, any>> {
+    const token = await mintToken({ privateKey: alice.privateKey, did: alice.did, audience: TEST_AUDIENCE, now: Date.now(), ttlSeconds: 600 });
+    const response = await app.yoga.fetch('http://localhost/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ query, variables: { input } }),
+    });
+    const body = (await response.json()) as { data: Record<string, any>; errors?: unknown };
+    expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+    return body.data;
+  }
+
+  /** Runs `step`; returns its answer and the statements it sent. */
+  async function measure(step: () => Promise<Record<string, any>>) {
+    sent.length = 0;
+    const answer = await step();
+    return { answer, statements: [...sent] };
+  }
+
+  const waitForHeard = async (count: number) => {
+    for (let i = 0; i < 100 && heard.length < count; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
+
+  it('start, mark sent, renew and release are one statement each, keyed or not, and each is heard once', async () => {
+    const claim = await gql(CLAIM, claimInput({ requestKey: 'claim-1' }));
+    const { operation, lease } = claim.claimOperation as { operation: { id: string }; lease: { token: string; version: number } };
+    const fence = { id: operation.id, version: lease.version, leaseToken: lease.token };
+    const steps: [OperationMutation, Record<string, unknown>][] = [
+      ['startOperationAttempt', { requestKey: 'start-1' }],
+      ['markOperationSent', { sendMarker: 'marker-1', requestKey: 'mark-1' }],
+      ['renewOperationLease', { leaseMs: 60_000 }],
+      ['renewOperationLease', { leaseMs: 60_000, requestKey: 'renew-1' }],
+      ['recordOperationAttempt', { kind: 'RETRYABLE', requestKey: 'record-1' }],
+      ['startOperationAttempt', {}],
+      ['releaseOperationLease', { requestKey: 'release-1' }],
+    ];
+    // The claim's own announcement, before counting the steps'.
+    await waitForHeard(1);
+    for (const [name, input] of steps) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      heard.length = 0;
+      const { answer, statements } = await measure(() => gql(operationMutationDocument(name), { ...fence, ...input }));
+      expect(answer[name], JSON.stringify(answer)).toMatchObject({ __typename: 'OperationPayload', replayed: false });
+      if (name !== 'recordOperationAttempt') expect(statements, `${name}: ${statements.join('\n')}`).toHaveLength(1);
+      await waitForHeard(1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(heard, name).toEqual([{ kind: 'operation', nodeKey: expect.any(String) }]);
+    }
+  });
+
+  it('a resent keyed step answers from its record in two reads and writes nothing; a lost fence reads once to say why', async () => {
+    const claim = await gql(CLAIM, claimInput({ requestKey: 'claim-1' }));
+    const { operation, lease } = claim.claimOperation as { operation: { id: string }; lease: { token: string; version: number } };
+    const fence = { id: operation.id, version: lease.version, leaseToken: lease.token };
+    const start = operationMutationDocument('startOperationAttempt');
+    await gql(start, { ...fence, requestKey: 'start-1' });
+    const resent = await measure(() => gql(start, { ...fence, requestKey: 'start-1' }));
+    expect(resent.answer.startOperationAttempt).toMatchObject({ replayed: true, operation: { attempts: 1 } });
+    // The statement (which wrote nothing: its key was recorded), the row, the record.
+    expect(resent.statements).toHaveLength(3);
+    const stale = await measure(() => gql(start, { ...fence, version: lease.version + 1 }));
+    expect(stale.answer.startOperationAttempt).toMatchObject({ __typename: 'StaleLeaseError' });
+    expect(stale.statements).toHaveLength(2);
+  });
+
+  it('concurrent steps of one holder on parallel connections each land once: a history entry that collides runs its statement again', async () => {
+    const claim = await gql(CLAIM, claimInput({ requestKey: 'claim-1' }));
+    const { operation, lease } = claim.claimOperation as { operation: { id: string }; lease: { token: string; version: number } };
+    const fence = { id: operation.id, version: lease.version, leaseToken: lease.token };
+    const start = operationMutationDocument('startOperationAttempt');
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => gql(start, { ...fence, requestKey: `start-${i}` })));
+    expect(answers.map((a) => a.startOperationAttempt.__typename)).toEqual(Array(8).fill('OperationPayload'));
+    expect(answers.map((a) => a.startOperationAttempt.operation.attempts).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const history = await database.open.db.selectFrom('kubun_connector_operation_history').select(['seq', 'attempt']).orderBy('seq').execute();
+    expect(history.map((h) => [Number(h.seq), Number(h.attempt)])).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, n]));
+  });
+
+  it('finalizes on parallel connections: one document written by several operations keeps one watch; one finalize resent at once commits once', async () => {
+    const claims = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => gql(CLAIM, claimInput({ operationID: `op-${i}`, deterministicEventID: `event-${i}`, requestKey: `claim-${i}` }))),
+    );
+    const fences = claims.map(({ claimOperation: { operation, lease } }) => ({ id: operation.id as string, version: lease.version as number, leaseToken: lease.token as string }));
+    // Five operations write one document under five source ids at once: each commits, one watch is left (the last one armed).
+    const written = await Promise.all(fences.slice(0, 5).map((fence, i) => gql(FINALIZE, { ...fence, documentID: 'doc-shared', sourceID: `src-${i}`, requestKey: `finalize-${i}` })));
+    expect(written.map((w) => w.finalizeOperation.finalized)).toEqual(Array(5).fill(true));
+    const watches = await database.open.db.selectFrom('kubun_connector_projection_watch').select(['document_id', 'source_id']).where('document_id', '=', 'doc-shared').execute();
+    expect(watches).toHaveLength(1);
+    // One holder's finalize sent four times at once (answers lost): one commit, every answer finalized, the watch armed once.
+    const last = fences[5]!;
+    const finalizeWithReplayed = FINALIZE.replace('{ finalized operation', '{ finalized replayed operation');
+    const resent = await Promise.all(Array.from({ length: 4 }, () => gql(finalizeWithReplayed, { ...last, documentID: 'doc-own', sourceID: 'src-own', requestKey: 'finalize-own' })));
+    expect(resent.map((r) => r.finalizeOperation.finalized)).toEqual(Array(4).fill(true));
+    expect(resent.filter((r) => r.finalizeOperation.replayed === false)).toHaveLength(1);
+    const own = await database.open.db.selectFrom('kubun_connector_projection_watch').select(['repair_generation', 'version']).where('document_id', '=', 'doc-own').execute();
+    expect(own).toEqual([{ repair_generation: 0, version: 0 }]);
+  });
+
+  it('the whole sequence (claim, start, mark sent, finalize) sends at most the statements the issue allows', async () => {
+    let total = 0;
+    const claim = await measure(() => gql(CLAIM, claimInput({ requestKey: 'claim-1' })));
+    total += claim.statements.length;
+    const { operation, lease } = claim.answer.claimOperation as { operation: { id: string }; lease: { token: string; version: number } };
+    const fence = { id: operation.id, version: lease.version, leaseToken: lease.token };
+    for (const [name, input] of [
+      ['startOperationAttempt', { requestKey: 'start-1' }],
+      ['markOperationSent', { sendMarker: 'marker-1', requestKey: 'mark-1' }],
+    ] as const) {
+      total += (await measure(() => gql(operationMutationDocument(name), { ...fence, ...input }))).statements.length;
+    }
+    await waitForHeard(1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    const finalize = await measure(() => gql(FINALIZE, { ...fence, documentID: 'doc-1', sourceID: 'src-1', requestKey: 'finalize-1' }));
+    expect(finalize.answer.finalizeOperation).toMatchObject({ finalized: true });
+    // The commit and the armed watch, heard once each from the statement's own NOTIFY.
+    await waitForHeard(2);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard.map((event) => event.kind).sort()).toEqual(['operation', 'watch']);
+    total += finalize.statements.length;
+    console.info(`write-back sequence on the wire: claim ${claim.statements.length}, start 1, mark sent 1, finalize ${finalize.statements.length}: ${total} statements`);
+    expect(total).toBeLessThanOrEqual(SEQUENCE_BOUND);
+  });
+});
+
+/** Statements per write-back sequence (claim, start, mark sent, finalize) on Postgres. */
+const SEQUENCE_BOUND = 6;
