@@ -346,3 +346,18 @@ export const PROJECTION_WATCH_COLUMNS = everyColumnOf<ProjectionWatchTable>()([
   'observed_winner_digest', 'verification_status', 'verification_attempts', 'repair_generation', 'next_attempt_at', 'claimed_until',
   'defer_reason', 'version', 'created_at', 'updated_at',
 ]);
+
+/** Every column of `kubun_connector_entity_trim`. */
+export const ENTITY_TRIM_COLUMNS = everyColumnOf<EntityTrimTable>()(['document_id', 'owner_did', 'connector_name', 'trimmed_fields', 'updated_at']);
+
+/** Every column of `kubun_connector_sweep_candidate`. */
+export const SWEEP_CANDIDATE_COLUMNS = everyColumnOf<SweepCandidateTable>()([
+  'owner_did', 'connector_name', 'partition', 'provenance', 'document_id', 'source_id', 'model_id', 'state', 'attempts', 'apply_failures',
+  'last_error', 'next_attempt_at', 'updated_at',
+]);
+
+/** Every column of `kubun_connector_observation_records`. */
+export const OBSERVATION_RECORD_COLUMNS = everyColumnOf<ObservationRecordsTable>()(['type', 'owner', 'id', 'op_hash', 'hlc', 'op_jwt', 'payload']);
+
+/** Every column of `kubun_connector_observation_repair`. */
+export const OBSERVATION_REPAIR_COLUMNS = everyColumnOf<ObservationRepairTable>()(['document_id', 'owner', 'fetch_hlc', 'decision_hlc', 'present', 'value_digest', 'written_at']);

@@ -12,7 +12,20 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, parseDatabaseURL, type OpenDatabase, type PoolMode } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { CACHED_PLAN_CHANGED, keepsResultType, nameStatement, statementName } from '../../src/db/named-statements.js';
-import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS } from '../../src/db/tables.js';
+import {
+  ENTITY_TRIM_COLUMNS,
+  OBSERVATION_RECORD_COLUMNS,
+  OBSERVATION_REPAIR_COLUMNS,
+  OPERATION_COLUMNS,
+  PROJECTION_WATCH_COLUMNS,
+  SWEEP_CANDIDATE_COLUMNS,
+} from '../../src/db/tables.js';
+import { getOperationsByDocumentIDs, getOperationByKey } from '../../src/store/operations/read.js';
+import { getAllWatchesByDocumentIDs } from '../../src/store/projection-watches/read.js';
+import { getEntityTrimsByDocumentIDs } from '../../src/store/entity-trim/entity-trim.js';
+import { getSweepCandidatesByDocumentIDs } from '../../src/store/sweeps/candidates.js';
+import { getObservationRecordsByDocumentIDs } from '../../src/store/observations/records.js';
+import { getObservationRepairsByDocumentIDs } from '../../src/store/observations/repairs.js';
 import { createStoreContext } from '../../src/store/context.js';
 import { listOperations } from '../../src/store/operations/list.js';
 import { getOperationsByNodeKeys } from '../../src/store/operations/read.js';
@@ -47,7 +60,7 @@ describe('which texts may be named', () => {
 
 describe('every column, written out', () => {
   for (const dialect of testDialects()) {
-    it(`${dialect}: OPERATION_COLUMNS and PROJECTION_WATCH_COLUMNS are exactly the migrated tables' columns`, async ({ skip }) => {
+    it(`${dialect}: every column list (operations, watches, trims, sweep candidates, observation records and repairs) is exactly its migrated table's columns`, async ({ skip }) => {
       if (dialect === 'postgres' && !inject('postgresAvailable')) skip();
       const database = await createTestDatabase(dialect);
       try {
@@ -57,6 +70,10 @@ describe('every column, written out', () => {
             : (await sql<{ name: string }>`select name from pragma_table_info(${table})`.execute(database.open.db)).rows.map((r) => r.name);
         expect([...OPERATION_COLUMNS].sort()).toEqual((await columns('kubun_connector_operation')).sort());
         expect([...PROJECTION_WATCH_COLUMNS].sort()).toEqual((await columns('kubun_connector_projection_watch')).sort());
+        expect([...ENTITY_TRIM_COLUMNS].sort()).toEqual((await columns('kubun_connector_entity_trim')).sort());
+        expect([...SWEEP_CANDIDATE_COLUMNS].sort()).toEqual((await columns('kubun_connector_sweep_candidate')).sort());
+        expect([...OBSERVATION_RECORD_COLUMNS].sort()).toEqual((await columns('kubun_connector_observation_records')).sort());
+        expect([...OBSERVATION_REPAIR_COLUMNS].sort()).toEqual((await columns('kubun_connector_observation_repair')).sort());
       } finally {
         await database.destroy();
       }
@@ -155,6 +172,26 @@ describe.skipIf(!runs)('postgres: named statements per connection', () => {
     }
     // Values are parameters, never text: no cursor value appears in a statement.
     for (const text of texts) expect(text.statement).not.toContain('cursor-');
+  });
+
+  it('direct: every read of `documents` (operations, watches, trims, sweep candidates, observation records, repairs) and the claim’s row read run named with their columns', async () => {
+    const database = open();
+    const { store } = await claimOne(database, 'documents-1');
+    const ids = ['doc-a', 'doc-b', 'doc-c'];
+    await getOperationsByDocumentIDs(store, ids);
+    await getAllWatchesByDocumentIDs(store, ids);
+    await getEntityTrimsByDocumentIDs(store, ids);
+    await getSweepCandidatesByDocumentIDs(store, ids);
+    await getObservationRecordsByDocumentIDs(store, ids);
+    await getObservationRepairsByDocumentIDs(store, ids);
+    expect((await getOperationByKey(store, { callerDID: CALLER, operationID: 'documents-1' }))?.operationID).toBe('documents-1');
+    const named = await preparedOnSession(database);
+    for (const table of ['operation', 'projection_watch', 'entity_trim', 'sweep_candidate', 'observation_records', 'observation_repair']) {
+      const reads = named.filter((p) => p.statement.startsWith('select') && p.statement.includes(`from "kubun_connector_${table}"`) && p.statement.includes('"document_id" in (') || p.statement.includes(`from "kubun_connector_${table}" where "type" = $1 and "id" in (`));
+      expect(reads.length, table).toBeGreaterThan(0);
+      for (const read of reads) expect(read.statement, table).not.toContain('*');
+    }
+    expect(named.some((p) => p.statement.includes('from "kubun_connector_operation" where "caller_did" = $1 and "operation_id" = $2'))).toBe(true);
   });
 
   it('transaction pooling: nothing is named and the session keeps its plan cache mode (PgBouncer may run the next transaction elsewhere)', async () => {

@@ -1,5 +1,8 @@
 /** Get / set / clear the trim record of a document (SPEC §3.6). */
+import { ENTITY_TRIM_COLUMNS } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 import { changedAny } from '../context.js';
 import { rowToEntityTrim } from './row.js';
 import type { EntityTrimInput, EntityTrimRecord } from './types.js';
@@ -10,14 +13,14 @@ export async function getEntityTrim(store: StoreContext, documentID: string): Pr
   return row === undefined ? null : rowToEntityTrim(row);
 }
 
+const TRIMS_BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
+  db.selectFrom('kubun_connector_entity_trim').select(ENTITY_TRIM_COLUMNS).where('document_id', 'in', documentIDs),
+);
+
 /** Reads the trim records of many documents in one statement; documents without one are absent from the map. */
 export async function getEntityTrimsByDocumentIDs(store: StoreContext, documentIDs: readonly string[]): Promise<Map<string, EntityTrimRecord>> {
   if (documentIDs.length === 0) return new Map();
-  const rows = await store.db
-    .selectFrom('kubun_connector_entity_trim')
-    .selectAll()
-    .where('document_id', 'in', [...new Set(documentIDs)])
-    .execute();
+  const { rows } = await TRIMS_BY_DOCUMENT_IDS(store, [...new Set(documentIDs)]);
   return new Map(rows.map((row) => [row.document_id, rowToEntityTrim(row)]));
 }
 

@@ -1,5 +1,9 @@
 /** Signed observation records (SPEC §3.6). */
+import type { Kysely } from 'kysely';
+import { OBSERVATION_RECORD_COLUMNS, type Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 import { IdempotencyConflictError, ObservationRecordTypeError } from '../errors.js';
 import { rowToObservationRecord, toDriverBytes } from './row.js';
 import { OBSERVATION_RECORD_TYPE, type ObservationRecord, type ObservationRecordInput } from './types.js';
@@ -58,6 +62,21 @@ export interface ListObservationRecordsOptions {
   owner?: string;
 }
 
+/** Records of documents in the order {@link listObservationRecords} gives, each document's together. */
+function recordsOf(db: Kysely<Database>, ids: readonly string[]) {
+  return db
+    .selectFrom('kubun_connector_observation_records')
+    .select(OBSERVATION_RECORD_COLUMNS)
+    .where('type', '=', OBSERVATION_RECORD_TYPE)
+    .where('id', 'in', ids)
+    .orderBy('id')
+    .orderBy('hlc')
+    .orderBy('owner')
+    .orderBy('op_hash');
+}
+
+const RECORDS_BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, recordsOf);
+
 /**
  * The observation records of many documents in one statement, each list
  * ordered like {@link listObservationRecords}; every requested id is in the
@@ -71,13 +90,9 @@ export async function getObservationRecordsByDocumentIDs(
   const result = new Map<string, ObservationRecord[]>();
   for (const id of documentIDs) result.set(id, []);
   if (result.size === 0) return result;
-  let query = store.db
-    .selectFrom('kubun_connector_observation_records')
-    .selectAll()
-    .where('type', '=', OBSERVATION_RECORD_TYPE)
-    .where('id', 'in', [...result.keys()]);
-  if (options.owner !== undefined) query = query.where('owner', '=', options.owner);
-  const rows = await query.orderBy('id').orderBy('hlc').orderBy('owner').orderBy('op_hash').execute();
+  const ids = [...result.keys()];
+  // One owner's records (a device's own) are read unprepared: its own shape, for a rarer reader.
+  const rows = options.owner === undefined ? (await RECORDS_BY_DOCUMENT_IDS(store, ids)).rows : await recordsOf(store.db, ids).where('owner', '=', options.owner).execute();
   for (const row of rows) result.get(row.id)?.push(rowToObservationRecord(row));
   return result;
 }

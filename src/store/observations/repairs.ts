@@ -1,5 +1,8 @@
 /** Repair obligations per document and the "written since" feed over them (SPEC §3.6). */
+import { OBSERVATION_REPAIR_COLUMNS } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 import { changedAny } from '../context.js';
 import { countUpTo, type BoundedCount } from '../count.js';
 import { REPAIR_WRITTEN_ORDER } from '../page.js';
@@ -55,17 +58,17 @@ export async function getObservationRepair(store: StoreContext, documentID: stri
   return row === undefined ? null : rowToObservationRepair(row);
 }
 
+const REPAIRS_BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
+  db.selectFrom('kubun_connector_observation_repair').select(OBSERVATION_REPAIR_COLUMNS).where('document_id', 'in', documentIDs),
+);
+
 /** Reads the repairs of many documents in one statement; documents without one are absent from the map. */
 export async function getObservationRepairsByDocumentIDs(
   store: StoreContext,
   documentIDs: readonly string[],
 ): Promise<Map<string, ObservationRepair>> {
   if (documentIDs.length === 0) return new Map();
-  const rows = await store.db
-    .selectFrom('kubun_connector_observation_repair')
-    .selectAll()
-    .where('document_id', 'in', [...new Set(documentIDs)])
-    .execute();
+  const { rows } = await REPAIRS_BY_DOCUMENT_IDS(store, [...new Set(documentIDs)]);
   return new Map(rows.map((row) => [row.document_id, rowToObservationRepair(row)]));
 }
 

@@ -14,8 +14,8 @@ export async function getOperationByKey(store: StoreContext, key: OperationKey):
 
 /** The operation with this node key (its public identity), or `null`. */
 export async function getOperationByNodeKey(store: StoreContext, nodeKey: string): Promise<ConnectorOperation | null> {
-  const row = await store.db.selectFrom(OPERATION_TABLE).selectAll().where('node_key', '=', nodeKey).executeTakeFirst();
-  return row === undefined ? null : rowToOperation(row);
+  const { rows } = await BY_NODE_KEYS(store, [nodeKey]);
+  return rows[0] === undefined ? null : rowToOperation(rows[0]);
 }
 
 /** Prepared per number of keys up to a page's worth (a mutation's node argument is one). */
@@ -31,6 +31,11 @@ export async function getOperationsByNodeKeys(store: StoreContext, nodeKeys: rea
   return alignByNodeKey(rows, nodeKeys, rowToOperation);
 }
 
+/** Prepared per number of documents up to a page's worth, newest first. */
+const BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
+  db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS).where('document_id', 'in', documentIDs).orderBy('created_at', 'desc').orderBy('node_key', 'desc'),
+);
+
 /**
  * The operations naming each document, in one statement: every requested
  * document id is a key of the map (an empty array when none), each list
@@ -42,13 +47,7 @@ export async function getOperationsByDocumentIDs(
 ): Promise<Map<string, ConnectorOperation[]>> {
   const byDocument = new Map<string, ConnectorOperation[]>(documentIDs.map((id) => [id, []]));
   if (byDocument.size === 0) return byDocument;
-  const rows = await store.db
-    .selectFrom(OPERATION_TABLE)
-    .selectAll()
-    .where('document_id', 'in', [...byDocument.keys()])
-    .orderBy('created_at', 'desc')
-    .orderBy('node_key', 'desc')
-    .execute();
+  const { rows } = await BY_DOCUMENT_IDS(store, [...byDocument.keys()]);
   for (const row of rows) byDocument.get(row.document_id as string)?.push(rowToOperation(row));
   return byDocument;
 }

@@ -1,6 +1,7 @@
 /** Row ↔ domain mapping of `kubun_connector_operation`, and small shared predicates. */
 import type { ExpressionBuilder } from 'kysely';
-import type { OperationRow } from '../../db/tables.js';
+import { OPERATION_COLUMNS, type OperationRow } from '../../db/tables.js';
+import { prepared } from '../prepared.js';
 import type { StoreContext } from '../context.js';
 import { decodeJSONColumn } from '../json.js';
 import {
@@ -125,10 +126,10 @@ export function isLiveState(state: string): boolean {
 
 /** Reads the raw row of `key` (lease token included: internal use only). */
 export async function selectOperationRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
-  return store.db
-    .selectFrom(OPERATION_TABLE)
-    .selectAll()
-    .where('caller_did', '=', key.callerDID)
-    .where('operation_id', '=', key.operationID)
-    .executeTakeFirst();
+  const { rows } = await SELECT_BY_KEY(store, { callerDID: key.callerDID, operationID: key.operationID });
+  return rows[0];
 }
+
+const SELECT_BY_KEY = prepared((db, v: OperationKey) =>
+  db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS).where('caller_did', '=', v.callerDID).where('operation_id', '=', v.operationID),
+);

@@ -1,7 +1,10 @@
 /** Deletion candidates: due work, outcomes, apply failures with backoff, batched reads. */
 import type { ExpressionBuilder } from 'kysely';
 import type { Database } from '../../db/tables.js';
+import { SWEEP_CANDIDATE_COLUMNS } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
+import { MAX_PREPARED_KEYS } from '../node-keys.js';
+import { preparedForList } from '../prepared.js';
 import { forUpdate, inTransaction } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
 import { rowToSweepCandidate } from './row.js';
@@ -90,6 +93,18 @@ export async function listSweepCandidatesOfReceipt(store: StoreContext, key: Swe
   return rows.map(rowToSweepCandidate);
 }
 
+const CANDIDATES_BY_DOCUMENT_IDS = preparedForList(MAX_PREPARED_KEYS, (db, documentIDs: readonly string[]) =>
+  db
+    .selectFrom('kubun_connector_sweep_candidate')
+    .select(SWEEP_CANDIDATE_COLUMNS)
+    .where('document_id', 'in', documentIDs)
+    .orderBy('owner_did')
+    .orderBy('connector_name')
+    .orderBy('partition')
+    .orderBy('provenance')
+    .orderBy('document_id'),
+);
+
 /**
  * The candidates naming each document (a document may be a candidate of
  * several receipts), in one statement. Every requested id is in the map,
@@ -99,16 +114,7 @@ export async function getSweepCandidatesByDocumentIDs(store: StoreContext, docum
   const result = new Map<string, SweepCandidate[]>();
   for (const id of documentIDs) result.set(id, []);
   if (result.size === 0) return result;
-  const rows = await store.db
-    .selectFrom('kubun_connector_sweep_candidate')
-    .selectAll()
-    .where('document_id', 'in', [...result.keys()])
-    .orderBy('owner_did')
-    .orderBy('connector_name')
-    .orderBy('partition')
-    .orderBy('provenance')
-    .orderBy('document_id')
-    .execute();
+  const { rows } = await CANDIDATES_BY_DOCUMENT_IDS(store, [...result.keys()]);
   for (const row of rows) result.get(row.document_id)?.push(rowToSweepCandidate(row));
   return result;
 }
