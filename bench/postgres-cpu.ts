@@ -94,3 +94,21 @@ export function backendDelta(before: Map<number, number>, after: Map<number, num
 
 /** Ticks as ms of CPU per unit of work. */
 export const msPer = (ticks: number, units: number) => ((ticks / TICKS_PER_SECOND) * 1_000) / units;
+
+/**
+ * CPU time so far, in ns, of each of `pids` still running, from
+ * /proc/PID/schedstat (the process's main thread: all of a Postgres backend,
+ * which has one): finer than /proc/PID/stat's 10 ms ticks, for phases that
+ * last a fraction of a second.
+ */
+export function backendNanoseconds(pids: readonly number[]): Map<number, number> {
+  const ns = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      ns.set(pid, Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]));
+    } catch {
+      // exited
+    }
+  }
+  return ns;
+}
