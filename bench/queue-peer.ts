@@ -42,6 +42,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
 import pg from 'pg';
 import { Logger, makeWorkerUtils, runMigrations } from 'graphile-worker';
 import { storeClientFromKeyFile } from '../client/key-file.js';
@@ -113,6 +114,8 @@ interface Result {
   exactlyOnce: string;
   /** Our workers' `WorkerCounters`, summed. */
   counters?: Record<string, number>;
+  /** Of the running phase's process CPU, our server's (ms); the rest is the worker processes'. */
+  serverRunMs?: number;
 }
 
 /** CPU ms so far of `pids` (every thread; /proc/PID/stat). */
@@ -137,7 +140,7 @@ function phase(jobs: number, before: Reading, after: Reading, statements: Statem
   return { jobs, ms, backendNs: backends, clusterTicks: after.cluster - before.cluster, processMs: after.processes - before.processes, statements };
 }
 
-/** A TypeScript script in its own process (through tsx), its stdout JSON lines collected. */
+/** A script in its own process (a TypeScript one through tsx), its stdout JSON lines collected. */
 interface Child {
   process: ChildProcess;
   lines: Record<string, unknown>[];
@@ -145,7 +148,8 @@ interface Child {
 }
 
 function spawnScript(script: string, env: Record<string, string>, imports: readonly string[] = []): Child {
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, ...imports.flatMap((file) => ['--import', pathToFileURL(file).href]), join(ROOT, script)], {
+  const args = script.endsWith('.mjs') ? [script] : ['--import', TSX_LOADER, ...imports.flatMap((file) => ['--import', pathToFileURL(file).href]), join(ROOT, script)];
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -333,6 +337,9 @@ async function writeBackRuntime(): Promise<Result | undefined> {
     );
     const client = await storeClientFromKeyFile(keyFile, { url: server.url, audience: AUDIENCE });
     const children: Child[] = [];
+    // As a connector deploys it: built JavaScript (esbuild, like the example's scenario), not TypeScript compiled by tsx on load.
+    const worker = join(dir, 'noop-write-back-worker.mjs');
+    await build({ entryPoints: [join(ROOT, 'bench/queue-peer/noop-write-back-worker.ts')], outfile: worker, bundle: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'error' });
     const workerEnv = (connector: string) => ({ STORE_URL: server.url, KEY_FILE: keyFile, AUDIENCE, CONNECTOR: connector, CONCURRENCY: String(CONCURRENCY) });
     const states = async (connector: string) => {
       const rows = (await watch.probe.query<{ state: string; n: string }>('select state, count(*) as n from kubun_connector_operation where connector_name = $1 group by state', [connector])).rows;
@@ -345,7 +352,7 @@ async function writeBackRuntime(): Promise<Result | undefined> {
         log(`${queue}: warming the server up with ${WARM_UP} operations`);
         const connector = `warm-up-${Date.now().toString(36)}`;
         await enqueueOperations(client, connector, { operations: WARM_UP });
-        const warmer = spawnScript('bench/queue-peer/noop-write-back-worker.ts', workerEnv(connector));
+        const warmer = spawnScript(worker, workerEnv(connector));
         children.push(warmer);
         await startTogether([warmer]);
         await waitUntilDone(async () => (await states(connector)).committed ?? 0, WARM_UP, `${queue}: warm-up`);
@@ -364,13 +371,15 @@ async function writeBackRuntime(): Promise<Result | undefined> {
       log(`${queue}: running them`);
       statementsBefore = await serverStatements(server.pid, statementFile);
       before = await reading(watch, [server.pid]);
-      for (let i = 0; i < WORKERS; i++) children.push(spawnScript('bench/queue-peer/noop-write-back-worker.ts', workerEnv(connector)));
+      const serverBefore = before.processes;
+      for (let i = 0; i < WORKERS; i++) children.push(spawnScript(worker, workerEnv(connector)));
       const startedAt = await startTogether(children);
       const doneAt = await waitUntilDone(async () => {
         const now = await states(connector);
         return (now.committed ?? 0) + (now.dead ?? 0);
       }, JOBS, `${queue}: operations finished`);
       after = await reading(watch, [server.pid, ...children.map((child) => child.process.pid!)]);
+      const serverRunMs = processMs([server.pid]) - serverBefore;
       await stopChildren(children);
       // The server from `before`; the workers, which began after it, from when they were loaded.
       before = { ...before, processes: before.processes + readyCPU(children) };
@@ -388,7 +397,7 @@ async function writeBackRuntime(): Promise<Result | undefined> {
       const exactlyOnce = ok
         ? `yes: ${JOBS} COMMITTED, each applied once, ${finalized} finalized`
         : `NO: states ${JSON.stringify(finalStates)}, ${notOnce.length} not applied exactly once, ${applied.size} applied, ${finalized} finalized`;
-      return { queue, add, run, exactlyOnce, counters };
+      return { queue, add, run, exactlyOnce, counters, serverRunMs };
     } finally {
       await stopChildren(children);
       client.dispose();
@@ -442,10 +451,11 @@ export async function runQueuePeerBench(): Promise<void> {
       .map(({ queue, add, run }) => `${queue.split(',')[0]}${queue.includes('defaults') ? ' (defaults)' : ''} ${fixed(msPer(add.clusterTicks, JOBS), 2)} / ${fixed(msPer(run.clusterTicks, JOBS), 2)}`)
       .join('; ')}.`,
   );
+  if (ours.serverRunMs !== undefined) console.log(`\nOur queue processes' CPU per job while running: the server ${fixed(ours.serverRunMs / JOBS)} ms, the worker processes ${fixed((ours.run.processMs - ours.serverRunMs) / JOBS)} ms.`);
   if (ours.counters !== undefined) console.log(`\nOur workers' counters, summed: ${Object.entries(ours.counters).map(([name, value]) => `${name} ${value}`).join(', ')}.`);
 
   console.log('\nWhere the statements of a job go (per job, the most frequent first):\n');
-  console.log('| queue | phase | statement (first 100 characters) | per job |');
+  console.log('| queue | phase | statement (its first 60 and last 40 characters) | per job |');
   console.log('|---|---|---|--:|');
   for (const result of results) {
     for (const phaseName of ['add', 'run'] as const) {

@@ -2,11 +2,11 @@
  * Counts the statements a process sends to Postgres through node-postgres,
  * loaded into it with `--import` (after tsx's loader): every
  * `pg.Client#query` call (a pool's query goes through one), tallied by the
- * statement's text (whitespace collapsed, cut at 100 characters). Postgres on
- * the test server has no `pg_stat_statements` (it is not in
- * `shared_preload_libraries`, and loading it needs a restart of a server other
- * suites share), so the benchmark counts on the client side, in every process
- * that talks to the measured database.
+ * statement's text (whitespace collapsed; of a long one its first 60 and last
+ * 40 characters). Postgres on the test server has no `pg_stat_statements` (it
+ * is not in `shared_preload_libraries`, and loading it needs a restart of a
+ * server other suites share), so the benchmark counts on the client side, in
+ * every process that talks to the measured database.
  *
  * Environment: STATEMENT_COUNT_FILE, where the tally is written as JSON
  * (`{ total, byText, writes }`, `writes` counting the writes) when the process exits; STATEMENT_COUNT_SIGNAL=SIGUSR2
@@ -22,9 +22,10 @@ export interface StatementTally {
   byText: Record<string, number>;
 }
 
-/** The first 100 characters of a statement, whitespace collapsed: the key of its tally. */
+/** A statement's text, whitespace collapsed, and if longer than 100 characters its first 60 and last 40 (the table and the filter): the key of its tally. */
 export function statementKey(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 100);
+  const collapsed = text.replace(/\s+/g, ' ').trim();
+  return collapsed.length <= 100 ? collapsed : `${collapsed.slice(0, 60)} … ${collapsed.slice(-40)}`;
 }
 
 /** Tallies `text` (a statement's text, or a query config with one) in `tally`. */
