@@ -11,7 +11,7 @@
  * starts; stopped on SIGTERM, it prints what it ran
  * (`{ "applied": { jobID: times } }`).
  */
-import { Logger, run, type Task } from 'graphile-worker';
+import { Logger, run, type Runner, type Task } from 'graphile-worker';
 import { ready } from './ready.js';
 
 const env = (name: string, fallback?: string): string => {
@@ -34,7 +34,14 @@ const logger = new Logger(() => (level, message) => {
 });
 
 await ready();
-const runner = await run({
+// Installed before `run` resolves: with few jobs, the others may all be done (and this process told to stop) by then.
+let stopping = false;
+let runner: Runner | undefined;
+process.once('SIGTERM', () => {
+  stopping = true;
+  void runner?.stop();
+});
+runner = await run({
   connectionString: env('DATABASE_URL'),
   concurrency,
   maxPoolSize: concurrency + 1,
@@ -48,6 +55,6 @@ const runner = await run({
   },
 });
 
-process.once('SIGTERM', () => void runner.stop());
+if (stopping) void runner.stop();
 await runner.promise;
 process.stdout.write(`${JSON.stringify({ applied: Object.fromEntries(applied) })}\n`);
