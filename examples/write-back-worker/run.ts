@@ -44,10 +44,11 @@ export async function makeWorkerKey(dir: string): Promise<{ keyFile: string; did
 /**
  * Starts `src/server/main.ts` on a free loopback port; resolves with its
  * GraphQL URL and a stop function. It logs at `info` (the listening line is
- * an info line); `env` goes on top.
+ * an info line); `env` goes on top. `nodeArgs` follow tsx's loader, so an
+ * `--import` of a TypeScript file works.
  */
 export async function startServer(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<{ url: string; pid: number; stop(): Promise<void>; kill(): Promise<void> }> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/server/main.ts')], {
+  const child = spawn(process.execPath, ['--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, ...nodeArgs, join(ROOT, 'src/server/main.ts')], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: '0', LOG_FORMAT: 'json', NODE_ENV: 'production', ...env, LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
