@@ -39,7 +39,8 @@ async function run(transport: Transport) {
     audience: AUDIENCE,
     serviceDID: worker.did,
     name: 'stalled',
-    env: { MAX_SUBSCRIPTIONS_PER_VIEWER: String(SUBSCRIBERS + 5), MAX_SUBSCRIPTIONS: String(SUBSCRIBERS + 5), RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0', ...extraEnv },
+    // The user is a fresh did:key: without the whole pool for fresh keys, admission refuses half of them (OVERLOADED) at the start.
+    env: { MAX_SUBSCRIPTIONS_PER_VIEWER: String(SUBSCRIBERS + 5), MAX_SUBSCRIPTIONS: String(SUBSCRIBERS + 5), UNKNOWN_VIEWER_SHARE_PERCENT: '100', RATE_LIMIT_PER_VIEWER: '0', RATE_LIMIT_PER_IP: '0', ...extraEnv },
   });
   try {
     const { server } = started;

@@ -19,8 +19,19 @@ export interface ChangeEvent {
   nodeKey: string;
 }
 
-/** Receives every change the feed delivers, in the order published per node. */
-export type ChangeListener = (event: ChangeEvent) => void;
+/**
+ * The write an event came from: its events arrive with the same `id` (on
+ * Postgres over several notifications when it changed more than 100 nodes),
+ * and `size` is how many events it published in all. Subscriptions cap what
+ * one write may queue for one subscriber by it.
+ */
+export interface ChangeWrite {
+  id: string;
+  size: number;
+}
+
+/** Receives every change the feed delivers, in the order published per node, with the write it came from. */
+export type ChangeListener = (event: ChangeEvent, write: ChangeWrite) => void;
 
 /** Where the feed stands; `/readyz` reports it. */
 export type ChangeFeedStatus = 'connected' | 'reconnecting' | 'closed';

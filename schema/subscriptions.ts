@@ -19,6 +19,7 @@ const StoreChangeSubject = builder.enumType('StoreChangeSubject', {
   description: 'Which rows a store change touched: re-read the views that show them.',
   values: {
     OPERATIONS: { description: 'Operations: lists, counts and details (e.g. retention deleted finished ones).' },
+    WATCHES: { description: 'Projection watches (only with `BULK_CHANGE`).' },
     SWEEP_RECEIPTS: { description: 'Sweep receipts and their candidates’ counts.' },
     BACKLOG: { description: 'The due backlog over time (`operationActivity.buckets.dueBacklog`); told to service principals only.' },
   } as const,
@@ -30,6 +31,10 @@ const StoreChangeReason = builder.enumType('StoreChangeReason', {
     RETENTION: { description: 'Retention deleted rows past their window (IDEMPOTENCY_WINDOW_MS, DEAD_RETENTION_MS): the server’s job or `npm run retention`.' },
     BACKLOG_SAMPLED: { description: 'The due backlog was sampled (BACKLOG_SAMPLE_INTERVAL_MS).' },
     MIGRATION: { description: 'Migrations were applied (a server’s start or `npm run migrate`); they may have rewritten rows of any subject.' },
+    BULK_CHANGE: {
+      description:
+        'One write changed more than 100 rows of the subject that you may see (a bulk operator action, `resumeDeferred`): node-by-node subscriptions (`operationsChanged`, `watchesChanged`, `sweepReceiptsChanged`) were sent at most 100 of them each.',
+    },
   } as const,
 });
 
@@ -100,7 +105,7 @@ builder.subscriptionFields((t) => ({
   storeChanged: t.field({
     type: StoreChange,
     description:
-      'Changes not delivered node by node (retention, backlog samples, migrations): one event per subject and reason however many rows went, only when rows you may see went. Events a slow reader has not taken yet merge.',
+      'Changes not delivered node by node (retention, backlog samples, migrations, and writes of more than 100 rows you may see: `BULK_CHANGE`): one event per subject and reason however many rows went, only when rows you may see went. Events a slow reader has not taken yet merge.',
     authScopes: { authenticated: true },
     args: { subjects: t.arg({ type: [StoreChangeSubject], required: false, description: 'Which subjects; omitted: all.' }) },
     subscribe: (_root, args, ctx) => resolve.storeChanged(args.subjects, ctx),

@@ -578,6 +578,8 @@ export type StartOperationAttemptInput = {
 export const StoreChangeReason = {
   /** The due backlog was sampled (BACKLOG_SAMPLE_INTERVAL_MS). */
   BacklogSampled: 'BACKLOG_SAMPLED',
+  /** One write changed more than 100 rows of the subject that you may see (a bulk operator action, `resumeDeferred`): node-by-node subscriptions (`operationsChanged`, `watchesChanged`, `sweepReceiptsChanged`) were sent at most 100 of them each. */
+  BulkChange: 'BULK_CHANGE',
   /** Migrations were applied (a server’s start or `npm run migrate`); they may have rewritten rows of any subject. */
   Migration: 'MIGRATION',
   /** Retention deleted rows past their window (IDEMPOTENCY_WINDOW_MS, DEAD_RETENTION_MS): the server’s job or `npm run retention`. */
@@ -592,7 +594,9 @@ export const StoreChangeSubject = {
   /** Operations: lists, counts and details (e.g. retention deleted finished ones). */
   Operations: 'OPERATIONS',
   /** Sweep receipts and their candidates’ counts. */
-  SweepReceipts: 'SWEEP_RECEIPTS'
+  SweepReceipts: 'SWEEP_RECEIPTS',
+  /** Projection watches (only with `BULK_CHANGE`). */
+  Watches: 'WATCHES'
 } as const;
 
 export type StoreChangeSubject = typeof StoreChangeSubject[keyof typeof StoreChangeSubject];

@@ -5,22 +5,31 @@
  * on a dedicated connection (re-established when it drops); on SQLite, whose
  * database belongs to one process, it stays in process.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { sql } from 'kysely';
-import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener } from '../../resolvers/context.js';
+import type { ChangeEvent, ChangeFeed, ChangeFeedStatus, ChangeKind, ChangeListener, ChangeWrite } from '../../resolvers/context.js';
 import { appendChangeOutbox, changeOutboxWrittenAt, latestChangeOutboxEntry, pruneChangeOutbox, readChangeOutbox, sqliteDataVersion } from '../store/change-outbox.js';
 import type { StoreContext } from '../store/context.js';
 import { CHANGE_CHANNEL, CHANGE_KIND_CODES } from '../store/change-channel.js';
 
 /** Feed for a single process (SQLite): delivery is a synchronous local fan-out. */
 export function createInProcessChangeFeed(): ChangeFeed {
+  return inProcessFeed().feed;
+}
+
+/** The in-process feed and its delivery of a write that already has an id (one read from the outbox). */
+function inProcessFeed(): { feed: ChangeFeed; deliverWrite(events: readonly ChangeEvent[], write: ChangeWrite): void } {
   const listeners = new Set<ChangeListener>();
   let closed = false;
-  return {
+  const deliverWrite = (events: readonly ChangeEvent[], write: ChangeWrite) => {
+    if (closed) return;
+    for (const event of events) deliver(listeners, event, write);
+  };
+  const feed: ChangeFeed = {
     async publish(events) {
-      if (closed) return;
-      for (const event of events) deliver(listeners, event);
+      deliverWrite(events, { id: newWriteID(), size: events.length });
     },
     listen(listener) {
       listeners.add(listener);
@@ -32,6 +41,15 @@ export function createInProcessChangeFeed(): ChangeFeed {
       listeners.clear();
     },
   };
+  return { feed, deliverWrite };
+}
+
+/** Names this process's writes apart from other replicas' (a write id is `prefix.counter`). */
+const WRITE_PREFIX = randomBytes(6).toString('base64url');
+let writeCounter = 0;
+/** A fresh write id, unique across the replicas of one database. */
+function newWriteID(): string {
+  return `${WRITE_PREFIX}.${++writeCounter}`;
 }
 
 /** Options of {@link createSQLiteChangeFeed}. */
@@ -58,7 +76,7 @@ const OUTBOX_BATCH = 500;
  * logged and tried again; it never ends the feed.
  */
 export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): Promise<ChangeFeed> {
-  const feed = createInProcessChangeFeed();
+  const { feed, deliverWrite } = inProcessFeed();
   const { store, logger } = options;
   const keepMs = options.keepMs ?? 60_000;
   /** The last row delivered (or the newest at start): its number and when it was written. */
@@ -80,7 +98,8 @@ export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): 
           const rows = await readChangeOutbox(store, last.seq, OUTBOX_BATCH);
           for (const row of rows) {
             last = { seq: row.seq, createdAt: row.createdAt };
-            await feed.publish(decodePayload(row.payload));
+            const events = decodePayload(row.payload);
+            deliverWrite(events, decodeWrite(row.payload) ?? { id: newWriteID(), size: events.length });
           }
           if (rows.length < OUTBOX_BATCH) break;
         }
@@ -120,8 +139,9 @@ export async function createSQLiteChangeFeed(options: SQLiteChangeFeedOptions): 
  * server's feed polls). Servers deliver them as they deliver their own.
  */
 export async function publishFromOutside(store: StoreContext, events: readonly ChangeEvent[]): Promise<void> {
+  const write = { id: newWriteID(), size: events.length };
   for (let i = 0; i < events.length; i += MAX_KEYS_PER_NOTIFY) {
-    const payload = encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY));
+    const payload = encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY), write);
     if (store.dialect === 'postgres') await sql`select pg_notify(${CHANGE_CHANNEL}, ${payload})`.execute(store.db);
     else await appendChangeOutbox(store, payload);
   }
@@ -195,7 +215,10 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
 
   const onNotification = (message: pg.Notification) => {
     if (message.channel !== CHANGE_CHANNEL || message.payload === undefined) return;
-    for (const event of decodePayload(message.payload)) deliver(listeners, event);
+    const events = decodePayload(message.payload);
+    // A payload without a write (a replica of an older version) is a write of its own.
+    const write = decodeWrite(message.payload) ?? { id: newWriteID(), size: events.length };
+    for (const event of events) deliver(listeners, event, write);
   };
 
   const connect = async (): Promise<void> => {
@@ -278,8 +301,9 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   return {
     channel: CHANGE_CHANNEL,
     async publish(events) {
+      const write = { id: newWriteID(), size: events.length };
       for (let i = 0; i < events.length; i += MAX_KEYS_PER_NOTIFY) {
-        await options.publish(CHANGE_CHANNEL, encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY)));
+        await options.publish(CHANGE_CHANNEL, encodePayload(events.slice(i, i + MAX_KEYS_PER_NOTIFY), write));
       }
     },
     listen(listener) {
@@ -297,9 +321,27 @@ export async function createPostgresChangeFeed(options: PostgresChangeFeedOption
   };
 }
 
-/** `o:key w:key …`: compact, and a node key (base64url) never contains a space or colon. */
-export function encodePayload(events: readonly ChangeEvent[]): string {
-  return events.map((e) => `${KIND_CODES[e.kind]}:${e.nodeKey}`).join(' ');
+/**
+ * `#id/size o:key w:key …`: compact, and a node key (base64url) never
+ * contains a space or colon. The leading `#id/size` names the write the
+ * events belong to (every notification of one write carries it); a decoder
+ * that does not know it skips it as a malformed part.
+ */
+export function encodePayload(events: readonly ChangeEvent[], write?: ChangeWrite): string {
+  const parts = events.map((e) => `${KIND_CODES[e.kind]}:${e.nodeKey}`);
+  if (write !== undefined) parts.unshift(`#${write.id}/${write.size}`);
+  return parts.join(' ');
+}
+
+/** The write a payload names (its leading `#id/size`), or undefined. */
+export function decodeWrite(payload: string): ChangeWrite | undefined {
+  if (!payload.startsWith('#')) return undefined;
+  const end = payload.indexOf(' ');
+  const tag = payload.slice(1, end < 0 ? undefined : end);
+  const slash = tag.lastIndexOf('/');
+  const size = Number(tag.slice(slash + 1));
+  if (slash <= 0 || !Number.isSafeInteger(size) || size < 0) return undefined;
+  return { id: tag.slice(0, slash), size };
 }
 
 /** The events of a payload; anything malformed is skipped. */
@@ -313,11 +355,11 @@ export function decodePayload(payload: string): ChangeEvent[] {
   return events;
 }
 
-function deliver(listeners: Set<ChangeListener>, event: ChangeEvent): void {
+function deliver(listeners: Set<ChangeListener>, event: ChangeEvent, write: ChangeWrite): void {
   // A listener only queues (see subscriptions); one that throws must not starve the rest.
   for (const listener of listeners) {
     try {
-      listener(event);
+      listener(event, write);
     } catch {
       // ignored: the subscription owning it reports its own failure
     }

@@ -17,11 +17,15 @@ export interface StoreChangeEvent {
 type Reader = { readonly kind: 'anonymous' } | { readonly kind: 'user' | 'service'; readonly did: string };
 
 /** What changed: the rows a view of this subject shows. */
-export const STORE_CHANGE_SUBJECTS = ['OPERATIONS', 'SWEEP_RECEIPTS', 'BACKLOG'] as const;
+export const STORE_CHANGE_SUBJECTS = ['OPERATIONS', 'WATCHES', 'SWEEP_RECEIPTS', 'BACKLOG'] as const;
 export type StoreChangeSubject = (typeof STORE_CHANGE_SUBJECTS)[number];
 
-/** Why it changed. */
-export const STORE_CHANGE_REASONS = ['RETENTION', 'BACKLOG_SAMPLED', 'MIGRATION'] as const;
+/**
+ * Why it changed. `BULK_CHANGE` is never published: a server's subscriptions
+ * tell it to a viewer who may see more of one write's rows than node-by-node
+ * subscriptions are sent (resolvers/subscriptions.ts, `MAX_NODES_PER_WRITE`).
+ */
+export const STORE_CHANGE_REASONS = ['RETENTION', 'BACKLOG_SAMPLED', 'MIGRATION', 'BULK_CHANGE'] as const;
 export type StoreChangeReason = (typeof STORE_CHANGE_REASONS)[number];
 
 /** Who is told: every viewer, services only (store-wide numbers), or the viewers of one DID (and services). */

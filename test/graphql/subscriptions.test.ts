@@ -117,15 +117,11 @@ describeGraphQL('subscriptions (in process)', (suite) => {
     expect(sub.events[0]?.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
   });
 
-  it('a subscriber that stops reading is bounded (merged, then cut off) and never holds up the others', async () => {
+  // A subscriber that stops reading is closed by its own backlog: over real HTTP in
+  // subscriptions-bulk.test.ts (in process, yoga.fetch keeps pulling the stream for it).
+  it('a burst of one node merges for its reader, who ends on the latest state and is still served', async () => {
     const { operation, lease } = await claim('op-slow');
     const nodeKey = Buffer.from(operation.id, 'base64url').toString('utf8').split(':')[1]!;
-    // Subscribed, but never reads its stream.
-    const stalled = await suite.app.yoga.fetch('http://localhost/graphql', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${await suite.token('worker')}` },
-      body: JSON.stringify({ query: OPERATIONS_CHANGED, variables: {} }),
-    });
     const reading = await subscribe(OPERATION_CHANGED, { id: operation.id });
     await new Promise((r) => setTimeout(r, 20));
     // A burst of one node: waiting events of that node merge, so the reader ends on the latest state.
@@ -134,15 +130,10 @@ describeGraphQL('subscriptions (in process)', (suite) => {
     await reading.waitFor(2, 10_000);
     const last = () => reading.events.at(-1)?.data.operationChanged.attempts;
     await expect.poll(last, { timeout: 10_000 }).toBe(1);
-    // More distinct nodes waiting than the cap: the stalled subscriber is closed, not left to grow.
-    const distinct = Array.from({ length: 1_001 }, (_, i) => ({ kind: 'operation' as const, nodeKey: `missing-${i}` }));
-    await suite.app.changes.publish(distinct);
-    const text = await stalled.text();
-    expect(text).toContain('SUBSCRIBER_TOO_SLOW');
-    // The reader is still served.
     const started = await suite.gql(START, { input: { id: operation.id, version: lease.version, leaseToken: lease.token } });
     expect(started.data.startOperationAttempt.operation.attempts).toBe(2);
     await expect.poll(last, { timeout: 10_000 }).toBe(2);
+    expect(reading.events.length).toBeLessThan(1_000);
   }, 60_000);
 
   it('200 subscribers each receive a burst of 100 changes, in order', async () => {

@@ -72,6 +72,31 @@ describe.skipIf(!run)('postgres: change feed heartbeat', () => {
     await scratch?.drop();
   });
 
+  it('a write of more than 100 nodes goes out as several notifications, each naming the one write (issue 41 item 3)', async () => {
+    const publisher = new pg.Client({ connectionString: scratch.url });
+    await publisher.connect();
+    const feed = await createPostgresChangeFeed({
+      connectionString: scratch.url,
+      publish: async (channel, payload) => void (await publisher.query('select pg_notify($1, $2)', [channel, payload])),
+      logger: captureLogs('info').logger,
+      heartbeatMs: 0,
+    });
+    try {
+      const seen: { key: string; write: string; size: number }[] = [];
+      feed.listen((event, write) => seen.push({ key: event.nodeKey, write: write.id, size: write.size }));
+      await feed.publish(Array.from({ length: 250 }, (_, i) => ({ kind: 'operation' as const, nodeKey: `k${i}` })));
+      await feed.publish([{ kind: 'operation', nodeKey: 'next' }]);
+      await expect.poll(() => seen.length).toBe(251);
+      expect(seen.map((s) => s.key)).toEqual([...Array.from({ length: 250 }, (_, i) => `k${i}`), 'next']);
+      expect(new Set(seen.slice(0, 250).map((s) => `${s.write}/${s.size}`))).toEqual(new Set([`${seen[0]!.write}/250`]));
+      expect(seen[250]).toMatchObject({ size: 1 });
+      expect(seen[250]!.write).not.toBe(seen[0]!.write);
+    } finally {
+      await feed.close();
+      await publisher.end();
+    }
+  });
+
   it('detects a connection that stops answering, reports reconnecting, and delivers again once replaced', async () => {
     const proxy = await freezableProxy(new URL(scratch.url));
     const viaProxy = new URL(scratch.url);

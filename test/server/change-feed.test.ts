@@ -1,7 +1,7 @@
 import { expect, it, describe } from 'vitest';
 import { createServerApp } from '../../src/server/app.js';
 import type { ChangeFeed } from '../../resolvers/context.js';
-import { createInProcessChangeFeed, decodePayload, encodePayload } from '../../src/server/change-feed.js';
+import { createInProcessChangeFeed, decodePayload, decodeWrite, encodePayload } from '../../src/server/change-feed.js';
 import { loadConfig } from '../../src/server/config.js';
 import { createLogger } from '../../src/server/logger.js';
 import { describeEachDialect } from '../helpers/databases.js';
@@ -15,6 +15,27 @@ describe('change feed payloads', () => {
     ];
     expect(decodePayload(encodePayload(events))).toEqual(events);
     expect(decodePayload('x:nope o: o:ok garbage')).toEqual([{ kind: 'operation', nodeKey: 'ok' }]);
+  });
+
+  it('names the write every notification of it belongs to, which an older decoder skips', () => {
+    const events = [{ kind: 'operation' as const, nodeKey: 'abc_DEF-123' }];
+    const payload = encodePayload(events, { id: 'Ab-9_x.42', size: 1_000 });
+    expect(payload).toBe('#Ab-9_x.42/1000 o:abc_DEF-123');
+    expect(decodePayload(payload)).toEqual(events);
+    expect(decodeWrite(payload)).toEqual({ id: 'Ab-9_x.42', size: 1_000 });
+    expect(decodeWrite(encodePayload(events))).toBeUndefined();
+    expect(decodeWrite('#nosize o:x')).toBeUndefined();
+  });
+
+  it('hands every event of one publish the same write, and each publish its own', async () => {
+    const feed = createInProcessChangeFeed();
+    const seen: { key: string; write: string; size: number }[] = [];
+    feed.listen((e, write) => seen.push({ key: e.nodeKey, write: write.id, size: write.size }));
+    await feed.publish([{ kind: 'operation', nodeKey: '1' }, { kind: 'watch', nodeKey: '2' }]);
+    await feed.publish([{ kind: 'operation', nodeKey: '3' }]);
+    expect(seen.map((s) => s.size)).toEqual([2, 2, 1]);
+    expect(seen[0]!.write).toBe(seen[1]!.write);
+    expect(seen[2]!.write).not.toBe(seen[0]!.write);
   });
 
   it('delivers in process to every listener, in order, until removed or closed', async () => {
