@@ -3,6 +3,7 @@ export * from './types.js';
 export { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
 export { claimOperation, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
 export { acquireOperationLease, renewOperationLease, releaseOperationLease, type AcquireOperationLeaseResult } from './leases.js';
+export { leaseDueOperations, MAX_LEASE_DUE_BATCH, type LeaseDueOperationsInput, type LeasedOperation } from './lease-due.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, type RecordOperationOutcomeInput } from './attempts.js';
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 export {
