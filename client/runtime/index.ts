@@ -12,6 +12,7 @@ export {
   SendNotAllowedError,
   SendTimeoutError,
   type AcquireInput,
+  type LeasedInput,
   type CommittedOutcome,
   type FailedOutcome,
   type ReconcileContext,

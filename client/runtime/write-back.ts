@@ -141,6 +141,18 @@ export interface AcquireInput {
   leaseMs: number;
 }
 
+/**
+ * An operation already leased to this process (what `leaseDueOperations`
+ * answers, as `runWorker` takes its work): the write-back starts from its
+ * lease, with no acquire. The lease token stays in the runtime's closures.
+ */
+export interface LeasedInput {
+  operation: WriteBackOperation;
+  lease: { version: number; token: string };
+  /** The length the lease was granted for, in ms: it is renewed every third of it. */
+  leaseMs: number;
+}
+
 /** Options of {@link writeBack}. */
 export interface WriteBackOptions {
   /**
@@ -212,14 +224,15 @@ const OUTCOME_KIND: Record<FailedOutcome['kind'], OperationOutcomeKind> = {
 
 /**
  * Runs one write-back operation. `input` is a claim (a new write, or the
- * replay of one, by its idempotency key) or `{ id, leaseMs }` for an existing
- * operation a worker found due (acquired, as a takeover if its lease lapsed).
+ * replay of one, by its idempotency key), `{ id, leaseMs }` for an existing
+ * operation a worker found due (acquired, as a takeover if its lease lapsed),
+ * or an operation already leased ({@link LeasedInput}, from `leaseDueOperations`).
  * Resolves with a typed {@link WriteBackResult}; rejects only with a
  * {@link StoreRequestError} when the server could not be reached within the
  * client's retries (the lease then lapses and the next holder reconciles a
  * marked send instead of repeating it).
  */
-export async function writeBack(client: StoreClient, input: ClaimOperationInput | AcquireInput, handler: WriteBackHandler, options: WriteBackOptions = {}): Promise<WriteBackResult> {
+export async function writeBack(client: StoreClient, input: ClaimOperationInput | AcquireInput | LeasedInput, handler: WriteBackHandler, options: WriteBackOptions = {}): Promise<WriteBackResult> {
   const emit = (event: WriteBackEvent) => {
     try {
       options.onEvent?.(event);
@@ -251,6 +264,11 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     if (claim.lease === null) throw new StoreRequestError({ code: 'BAD_RESPONSE', message: 'CLAIMED without a lease', retryable: false });
     lease = { version: claim.lease.version, token: claim.lease.token };
     emit({ type: 'claimed', id: operation.id, operationID: operation.operationID, version: lease.version });
+  } else if ('lease' in input) {
+    leaseMs = input.leaseMs;
+    operation = input.operation;
+    lease = { version: input.lease.version, token: input.lease.token };
+    emit({ type: 'acquired', id: operation.id, operationID: operation.operationID, version: lease.version });
   } else {
     leaseMs = input.leaseMs;
     const { acquireOperationLease: acquired } = await client.request(AcquireOperationLeaseDocument, { input: { id: input.id, leaseMs, requestKey: newRequestKey() } }, KEYED);
