@@ -129,11 +129,11 @@ const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'
   requestKey: requestKeyField(t),
 });
 
-const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
+export const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
   description: 'Start the next attempt: attempts + 1, send marker cleared.',
   fields: (t) => fenceFields(t),
 });
-const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
+export const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
   description: 'Record that this run is about to send the provider request.',
   fields: (t) => ({
     ...fenceFields(t),
@@ -144,7 +144,7 @@ const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
     sendTimeoutMs: sendTimeoutField(t, 'for this send; default: the claim’s, else 30 s'),
   }),
 });
-const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
+export const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
   description: 'Record how the current attempt ended and reschedule.',
   fields: (t) => ({
     ...fenceFields(t),
@@ -244,7 +244,7 @@ const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
   }),
 });
 
-const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
+export const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   description:
     'Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4).',
   fields: (t) => ({
@@ -268,7 +268,7 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   }),
 });
 
-const FinalizeOperationPayload = builder
+export const FinalizeOperationPayload = builder
   .objectRef<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>(
     'FinalizeOperationPayload',
   )
