@@ -25,5 +25,6 @@ export {
   type WriteBackOptions,
   type WriteBackResult,
 } from './write-back.js';
+export { batchedSteps, singleSteps, type WriteBackSteps } from './steps.js';
 export { runWorker, type RunWorkerOptions, type Worker, type WorkerCounters, type WorkerEvent } from './worker.js';
 export { enqueue, enqueueAll, MAX_ENQUEUE_BATCH, type EnqueueResult } from './enqueue.js';

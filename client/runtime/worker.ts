@@ -12,6 +12,7 @@
  */
 import { LeaseDueOperationsDocument, WorkerOperationsChangedDocument } from '../generated/graphql.js';
 import { StoreRequestError, sleep, type StoreClient } from './store-client.js';
+import { batchedSteps } from './steps.js';
 import { writeBack, type LeasedInput, type WriteBackEvent, type WriteBackHandler, type WriteBackResult } from './write-back.js';
 
 /** What a worker has done so far, for the caller's metrics. Monotonic counts. */
@@ -123,6 +124,8 @@ export function runWorker(options: RunWorkerOptions): Worker {
     }
   };
   const inFlight = new Map<string, Promise<void>>();
+  // The steps its operations reach together go as one request (startOperationAttempts, …).
+  const steps = batchedSteps(client);
   const stopping = new AbortController();
   const hardStop = new AbortController();
 
@@ -206,6 +209,7 @@ export function runWorker(options: RunWorkerOptions): Worker {
       try {
         const result = await writeBack(client, { ...leased, leaseMs }, handler, {
           signal: hardStop.signal,
+          steps,
           ...(options.sendTimeoutMs !== undefined && { sendTimeoutMs: options.sendTimeoutMs }),
           onEvent: (event) => {
             if (event.type === 'acquired') counters.started++;
