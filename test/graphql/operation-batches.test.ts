@@ -7,9 +7,10 @@
  * each item's request key; invalid input or one operation twice refuses the
  * whole batch.
  */
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { describeGraphQL } from '../helpers/graphql.js';
 import { claimed, readOperation } from '../helpers/operation-graphql.js';
+import { subscribeSSE, type SSESubscription } from '../helpers/sse.js';
 
 const RESULT = `
   __typename
@@ -33,6 +34,11 @@ const FINALIZE = `mutation($input: FinalizeOperationsInput!) {
 }`;
 
 describeGraphQL('graphql fenced step batches', (suite) => {
+  const open: SSESubscription[] = [];
+  afterEach(() => {
+    for (const sub of open.splice(0)) sub.close();
+  });
+
   async function send(document: string, field: string, items: Record<string, unknown>[], as: 'alice' | 'bob' | 'worker' = 'alice') {
     const res = await suite.gql(document, { input: { items } }, { as });
     expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
@@ -87,5 +93,18 @@ describeGraphQL('graphql fenced step batches', (suite) => {
     expect(await send(START, 'startOperationAttempts', Array.from({ length: 101 }, () => held.fence))).toMatchObject({ __typename: 'InputValidationError' });
     expect(await send(MARK, 'markOperationsSent', [{ ...held.fence, sendMarker: '' }])).toMatchObject({ __typename: 'InputValidationError' });
     expect((await readOperation(suite, held.fence.id))?.attempts).toBe(0);
+  });
+
+  it('publishes every item that wrote to operationsChanged, in one publish after the items', async () => {
+    const held = [await claimed(suite, { operationID: 'p' }), await claimed(suite, { operationID: 'q' })];
+    const sub = await subscribeSSE(suite.app.yoga.fetch as never, 'http://localhost/graphql', `subscription { operationsChanged(filter: { connectorName: "google" }) { id attempts } }`, {}, {
+      authorization: `Bearer ${await suite.token('worker')}`,
+    });
+    open.push(sub);
+    await new Promise((r) => setTimeout(r, 20));
+    await send(START, 'startOperationAttempts', [held[0]!.fence, { ...held[1]!.fence, leaseToken: 'stale' }]);
+    await sub.waitFor(1, 1_000);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(sub.events.map((e) => e.data.operationsChanged)).toEqual([{ id: held[0]!.fence.id, attempts: 1 }]);
   });
 });
