@@ -12,6 +12,7 @@
  *
  *   npx tsx bench/worker-contention.ts
  *   BENCH_DIALECTS=postgres CONTENTION_WORKERS=4 CONTENTION_CONCURRENCY=16 CONTENTION_OPERATIONS=2000 npx tsx bench/worker-contention.ts
+ *   CONTENTION_SUBSCRIBE=0: the workers poll only (no operationsChanged subscription).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -80,7 +81,7 @@ async function round(baseClient: StoreClient, operations: number, serverPid: num
   const { client, count } = counting(baseClient);
   const cpuBefore = cpuMs(serverPid);
   const started = Date.now();
-  const workers = Array.from({ length: WORKERS }, () => runWorker({ client, connector, handler: NO_OP, concurrency: CONCURRENCY, signals: false }));
+  const workers = Array.from({ length: WORKERS }, () => runWorker({ client, connector, handler: NO_OP, concurrency: CONCURRENCY, signals: false, subscribe: process.env.CONTENTION_SUBSCRIBE !== '0'}));
   const sum = (field: keyof (typeof workers)[number]['counters']) => workers.reduce((total, worker) => total + worker.counters[field], 0);
   while (sum('committed') < operations) await new Promise((resolve) => setTimeout(resolve, 5));
   const ms = Date.now() - started;
