@@ -25,6 +25,7 @@ const ATTEMPT_HISTORY_CURSORS = new ConnectionCursors('attemptHistory', ATTEMPT_
 export {
   MAX_BULK_ACTION,
   MAX_ENQUEUE_BATCH,
+  MAX_LEASE_DUE_BATCH,
   MAX_OPERATION_ID_PREFIX,
   OPERATION_DEFER_REASONS,
   OPERATION_OPS,
@@ -33,6 +34,7 @@ export {
   type ClaimOperationResult,
   type ConnectorOperation,
   type EnqueueOperationResult,
+  type LeasedOperation,
   type OperationLease,
 } from '../src/store/operations/index.js';
 
@@ -330,6 +332,32 @@ async function fencedStep<A>(
   const result = payload(answer);
   if (!replayed && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [result.operation.nodeKey]);
   return { ...result, replayed };
+}
+
+/** What `leaseDueOperations` answers: each leased operation with its lease, oldest first. */
+export interface LeaseDueOperationsPayload {
+  operations: operations.LeasedOperation[];
+}
+
+/**
+ * `leaseDueOperations`: lease up to `limit` due operations of a connector in
+ * one statement. A service leases any owner's (one owner's with `ownerDID`);
+ * anyone else only operations they are the caller or owner of, as
+ * `acquireOperationLease` lets them take only operations they can see.
+ */
+export async function leaseDueOperations(
+  input: { connectorName: string; limit: number; leaseMs: number; ownerDID?: string | null },
+  ctx: GraphQLContext,
+): Promise<LeaseDueOperationsPayload> {
+  const leased = await operations.leaseDueOperations(ctx.store, {
+    connectorName: input.connectorName,
+    limit: input.limit,
+    leaseMs: input.leaseMs,
+    visibleTo: visibilityScope(ctx.viewer),
+    ...(input.ownerDID != null && { ownerDID: input.ownerDID }),
+  });
+  await announce(ctx, 'operation', leased.map((item) => item.operation.nodeKey));
+  return { operations: leased };
 }
 
 /** `renewOperationLease`: extend the holder's live lease. */

@@ -9,18 +9,20 @@
  * budget, and the rows of its bulk fields to `MAX_BULK_ROWS_PER_REQUEST`
  * ({@link BULK_ROWS}), before anything runs.
  */
-import { MAX_BULK_ACTION, MAX_ENQUEUE_BATCH } from '../resolvers/operations.js';
+import { MAX_BULK_ACTION, MAX_ENQUEUE_BATCH, MAX_LEASE_DUE_BATCH } from '../resolvers/operations.js';
 import { DEFAULT_PAGE_SIZE } from '../resolvers/pagination.js';
+import { MAX_FENCED_BATCH } from '../resolvers/operation-batches.js';
 
 /**
  * The only argument and input-field names any field's price (or bulk rows)
  * reads: a page size, the length of a list of ids, a bulk action's `cap`
- * a receipt's `candidates` and a batch enqueue's `operations`, the last three
- * inside an `input` argument. The
+ * a receipt's `candidates`, a batch enqueue's `operations`, a batch
+ * lease's `limit` and a batch of fenced steps' `items`, the last five inside
+ * an `input` argument. The
  * server's budget check relies on this list to remember a verdict across
  * requests whose other variables differ: keep it complete.
  */
-export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs', 'input', 'cap', 'candidates', 'operations']);
+export const COST_ARGUMENTS: ReadonlySet<string> = new Set(['first', 'last', 'ids', 'documentIDs', 'input', 'cap', 'candidates', 'operations', 'limit', 'items']);
 
 /**
  * The field extension that says how many rows a bulk mutation may write,
@@ -62,6 +64,18 @@ export const enqueueBatchRows = (args: { input?: { operations?: unknown } | null
 
 /** A batch enqueue: 1 per item it writes (its `results` are priced as the most a batch may answer). */
 export const enqueueBatchComplexity = (args: { input?: { operations?: unknown } | null }) => ({ field: Math.max(1, enqueueBatchRows(args)), multiplier: 1 });
+
+/** Rows a batch lease may write: its `limit`, never more than {@link MAX_LEASE_DUE_BATCH} counted. */
+export const leaseDueRows = (args: { input?: { limit?: number | null } | null }): number => Math.min(MAX_LEASE_DUE_BATCH, Math.max(0, args.input?.limit ?? 0));
+
+/** A batch lease: 1 per operation it may lease (its `operations` are priced as the most a batch may answer). */
+export const leaseDueComplexity = (args: { input?: { limit?: number | null } | null }) => ({ field: Math.max(1, leaseDueRows(args)), multiplier: 1 });
+
+/** Rows a batch of fenced steps may write: one per item, never more than {@link MAX_FENCED_BATCH} counted. */
+export const fencedBatchRows = (args: { input?: { items?: unknown } | null }): number => Math.min(MAX_FENCED_BATCH, itemsOf(args.input?.items));
+
+/** A batch of fenced steps: 1 per item it writes (its `results` are priced as the most a batch may answer). */
+export const fencedBatchComplexity = (args: { input?: { items?: unknown } | null }) => ({ field: Math.max(1, fencedBatchRows(args)), multiplier: 1 });
 
 /** A connection: its page size, as asked for (an out-of-range size is refused later anyway). */
 export const connectionComplexity = (args: { first?: number | null; last?: number | null }) => ({

@@ -7,6 +7,7 @@ import './operation.js';
 import './operation-writes.js';
 import './operation-actions.js';
 import './operation-enqueue.js';
+import './operation-batches.js';
 import './activity.js';
 import './watch.js';
 import './sync-state.js';

@@ -15,8 +15,11 @@ import type {
   ClaimOperationResult,
   ConnectorOperation as ConnectorOperationShape,
   FenceArgs,
+  LeasedOperation as LeasedOperationShape,
   OperationPayload as OperationPayloadShape,
 } from '../resolvers/operations.js';
+import { MAX_LEASE_DUE_BATCH } from '../resolvers/operations.js';
+import { BULK_ROWS, leaseDueComplexity, leaseDueRows } from './complexity.js';
 import type { ProjectionWatch as WatchShape } from '../resolvers/watches.js';
 import { loadNode, nodeKeyOf, type DecodedNodeID } from './node-ids.js';
 import { builder, mutation, type Types } from './builder.js';
@@ -126,11 +129,11 @@ const fenceFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, 'InputObject'
   requestKey: requestKeyField(t),
 });
 
-const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
+export const StartOperationAttemptInput = builder.inputType('StartOperationAttemptInput', {
   description: 'Start the next attempt: attempts + 1, send marker cleared.',
   fields: (t) => fenceFields(t),
 });
-const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
+export const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
   description: 'Record that this run is about to send the provider request.',
   fields: (t) => ({
     ...fenceFields(t),
@@ -141,7 +144,7 @@ const MarkOperationSentInput = builder.inputType('MarkOperationSentInput', {
     sendTimeoutMs: sendTimeoutField(t, 'for this send; default: the claim’s, else 30 s'),
   }),
 });
-const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
+export const RecordOperationAttemptInput = builder.inputType('RecordOperationAttemptInput', {
   description: 'Record how the current attempt ended and reschedule.',
   fields: (t) => ({
     ...fenceFields(t),
@@ -195,6 +198,43 @@ const AcquireOperationLeaseInput = builder.inputType('AcquireOperationLeaseInput
   }),
 });
 
+const LeaseDueOperationsInput = builder.inputType('LeaseDueOperationsInput', {
+  description: 'Lease up to `limit` of a connector’s due operations at once (what `dueOperations` lists, oldest first).',
+  fields: (t) => ({
+    connectorName: t.string({ validate: nameInput, description: 'The connector whose operations to lease (the one the worker runs).' }),
+    limit: t.int({
+      validate: z.number().int().min(1, 'must be at least 1').max(MAX_LEASE_DUE_BATCH, `must be at most ${MAX_LEASE_DUE_BATCH}`),
+      description: `At most this many operations (1 to ${MAX_LEASE_DUE_BATCH}).`,
+    }),
+    leaseMs: t.int({ validate: leaseMsInput, description: 'Each lease’s length in ms (1 s to 1 h).' }),
+    ownerDID: t.field({
+      type: 'DID',
+      required: false,
+      description: 'Only this owner’s operations. Omitted: for a service, every owner’s; for anyone else, the operations they are the caller or owner of (always the limit of what they may lease).',
+    }),
+  }),
+});
+
+const LeasedOperation = builder.objectRef<LeasedOperationShape>('LeasedOperation').implement({
+  description: 'An operation `leaseDueOperations` leased to you, with its lease.',
+  fields: (t) => ({
+    operation: t.field({ type: ConnectorOperation, description: 'The operation as the lease left it (RECONCILE_ONLY when a lapsed holder had marked a send).', resolve: (r) => r.operation }),
+    lease: t.field({ type: OperationLeaseType, description: 'Your lease: send its `version` and `token` with every fenced write.', resolve: (r) => r.lease }),
+  }),
+});
+
+const LeaseDueOperationsPayload = builder.objectRef<resolve.LeaseDueOperationsPayload>('LeaseDueOperationsPayload').implement({
+  description: 'The operations leased, oldest first: none when nothing is due.',
+  fields: (t) => ({
+    operations: t.field({
+      type: [LeasedOperation],
+      complexity: { field: 1, multiplier: MAX_LEASE_DUE_BATCH },
+      description: 'Each leased operation with its lease, oldest first (fewer than `limit` when less is due, or other workers are leasing the rest right now).',
+      resolve: (r) => r.operations,
+    }),
+  }),
+});
+
 const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
   description: 'OFFLINE: the device reconnected, make offline-deferred work due. AUTH: the owner authorized the connector.',
   fields: (t) => ({
@@ -204,7 +244,7 @@ const ResumeDeferredInput = builder.inputType('ResumeDeferredInput', {
   }),
 });
 
-const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
+export const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   description:
     'Commit the operation and arm the watch of its owner, connector, model and account with `sourceID`, in one transaction (SPEC §3.4).',
   fields: (t) => ({
@@ -228,7 +268,7 @@ const FinalizeOperationInput = builder.inputType('FinalizeOperationInput', {
   }),
 });
 
-const FinalizeOperationPayload = builder
+export const FinalizeOperationPayload = builder
   .objectRef<{ finalized: boolean; replayed: boolean; operationNodeKey: string; operation: ConnectorOperationShape | null; watch: WatchShape | null }>(
     'FinalizeOperationPayload',
   )
@@ -277,6 +317,17 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: AcquireOperationLeaseInput, required: true, description: 'The operation and the lease length.' }) },
     errors: directResult('AcquireOperationLeaseResult', [InputValidationError, InvalidInputError, NotFoundError, InvalidStateError, IdempotencyConflictError]),
     resolve: async (_root, { input }, ctx) => resolve.acquireOperationLease(await loadNode(ConnectorOperation, input.id, ctx), input, ctx),
+  }),
+  leaseDueOperations: t.field({
+    ...mutation,
+    complexity: leaseDueComplexity,
+    extensions: { [BULK_ROWS]: leaseDueRows },
+    description:
+      'Lease up to `limit` of a connector’s due operations in one statement, oldest first, each as `acquireOperationLease` would (a new lease epoch; a lapsed lease whose send was marked comes back RECONCILE_ONLY). Concurrent workers lease disjoint operations: a row another worker is leasing at that moment is skipped, never fought over. A service leases any owner’s; anyone else only the operations they are the caller or owner of. Without a request key: a lost answer leaves its leases to lapse.',
+    type: LeaseDueOperationsPayload,
+    args: { input: t.arg({ type: LeaseDueOperationsInput, required: true, description: 'The connector, how many, and the lease length.' }) },
+    errors: directResult('LeaseDueOperationsResult', [InputValidationError, InvalidInputError]),
+    resolve: (_root, { input }, ctx) => resolve.leaseDueOperations(input, ctx),
   }),
   renewOperationLease: fencedByNodeKey(t, 'renewOperationLease', RenewOperationLeaseInput, 'Extend your live lease.', resolve.renewOperationLease),
   releaseOperationLease: fencedByNodeKey(t, 'releaseOperationLease', ReleaseOperationLeaseInput, 'Give up your lease.', resolve.releaseOperationLease),

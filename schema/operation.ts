@@ -335,7 +335,7 @@ builder.queryFields((t) => ({
   dueOperations: t.field({
     type: [ConnectorOperation],
     description:
-      'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first; with `connectorName`, only that connector’s. Claim one with acquireOperationLease.',
+      'Work for connector workers (service principals only): live operations due now, not deferred, with no live lease, oldest first; with `connectorName`, only that connector’s. Claim one with acquireOperationLease, or lease a batch at once with leaseDueOperations (workers side by side then never race for the same operation).',
     authScopes: { service: true },
     args: {
       first: t.arg.int({

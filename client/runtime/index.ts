@@ -12,6 +12,7 @@ export {
   SendNotAllowedError,
   SendTimeoutError,
   type AcquireInput,
+  type LeasedInput,
   type CommittedOutcome,
   type FailedOutcome,
   type ReconcileContext,
@@ -24,5 +25,6 @@ export {
   type WriteBackOptions,
   type WriteBackResult,
 } from './write-back.js';
+export { batchedSteps, singleSteps, type WriteBackSteps } from './steps.js';
 export { runWorker, type RunWorkerOptions, type Worker, type WorkerCounters, type WorkerEvent } from './worker.js';
 export { enqueue, enqueueAll, MAX_ENQUEUE_BATCH, type EnqueueResult } from './enqueue.js';

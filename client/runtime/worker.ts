@@ -1,16 +1,19 @@
 /**
- * `runWorker`: a connector's write-back worker. Takes its connector's due
- * operations (`dueOperations`), woken by the `operationsChanged` subscription
- * so new work starts without a polling delay (polling as the fallback), takes
- * them over with `acquireOperationLease` (a lapsed lease whose send was marked
- * comes back RECONCILE_ONLY: the reconcile path), runs {@link writeBack} on
- * each within the concurrency limit, backs off when the server is overloaded,
- * and drains on SIGTERM. Every invariant is the server's (fenced leases): any
- * number of workers, in any number of processes, may run side by side.
+ * `runWorker`: a connector's write-back worker. Leases its connector's due
+ * operations a batch at a time (`leaseDueOperations`: as many as it has free
+ * slots, in one statement, so workers side by side get disjoint batches and
+ * never race for the same operation), woken by the `operationsChanged`
+ * subscription so new work starts without a polling delay (polling as the
+ * fallback); a lapsed lease whose send was marked comes back RECONCILE_ONLY:
+ * the reconcile path. Runs {@link writeBack} on each within the concurrency
+ * limit, backs off when the server is overloaded, and drains on SIGTERM.
+ * Every invariant is the server's (fenced leases): any number of workers, in
+ * any number of processes, may run side by side.
  */
-import { DueOperationsDocument, WorkerOperationsChangedDocument } from '../generated/graphql.js';
+import { LeaseDueOperationsDocument, WorkerOperationsChangedDocument } from '../generated/graphql.js';
 import { StoreRequestError, sleep, type StoreClient } from './store-client.js';
-import { writeBack, type WriteBackEvent, type WriteBackHandler, type WriteBackResult } from './write-back.js';
+import { batchedSteps } from './steps.js';
+import { writeBack, type LeasedInput, type WriteBackEvent, type WriteBackHandler, type WriteBackResult } from './write-back.js';
 
 /** What a worker has done so far, for the caller's metrics. Monotonic counts. */
 export interface WorkerCounters {
@@ -30,10 +33,12 @@ export interface WorkerCounters {
   leaseLost: number;
   /** Leases given back unused when stopping. */
   released: number;
-  /** Another worker took the operation first. */
+  /** Refused acquires: another worker took the operation first. Leasing in batches, the worker never acquires one by one, so this stays 0 (kept for callers' dashboards). */
   contended: number;
-  /** `dueOperations` reads. */
+  /** `leaseDueOperations` calls (each a read of the due work that leases what it finds). */
   polls: number;
+  /** Operations leased by those calls. */
+  leased: number;
   /** Requests that failed past the client's retries, and refusals. */
   errors: number;
 }
@@ -94,8 +99,8 @@ export interface Worker {
 }
 
 const MAX_IDLE_BACKOFF_MS = 30_000;
-/** How long ids of one due read are launched from before the list is read again. */
-const QUEUE_TTL_MS = 1_000;
+/** The most operations one `leaseDueOperations` call leases (the server's cap). */
+const MAX_LEASE_BATCH = 100;
 /** After subscribing, the due list is read once more this much later (what became due meanwhile). */
 const SUBSCRIBE_SETTLE_MS = 300;
 
@@ -110,7 +115,7 @@ export function runWorker(options: RunWorkerOptions): Worker {
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('concurrency must be a positive integer');
   if (typeof connector !== 'string' || connector === '') throw new TypeError('connector must be a non-empty string');
 
-  const counters: WorkerCounters = { started: 0, committed: 0, reconciled: 0, retried: 0, deferred: 0, failed: 0, leaseLost: 0, released: 0, contended: 0, polls: 0, errors: 0 };
+  const counters: WorkerCounters = { started: 0, committed: 0, reconciled: 0, retried: 0, deferred: 0, failed: 0, leaseLost: 0, released: 0, contended: 0, polls: 0, leased: 0, errors: 0 };
   const emit = (event: WorkerEvent) => {
     try {
       options.onEvent?.(event);
@@ -119,6 +124,8 @@ export function runWorker(options: RunWorkerOptions): Worker {
     }
   };
   const inFlight = new Map<string, Promise<void>>();
+  // The steps its operations reach together go as one request (startOperationAttempts, …).
+  const steps = batchedSteps(client);
   const stopping = new AbortController();
   const hardStop = new AbortController();
 
@@ -196,13 +203,13 @@ export function runWorker(options: RunWorkerOptions): Worker {
     }
   };
 
-  /** Each queued operation's idempotency key, for the events (the queue holds global ids); forgotten when it finishes. */
-  const operationIDs = new Map<string, string>();
-  const launch = (id: string) => {
+  const launch = (leased: Omit<LeasedInput, 'leaseMs'>) => {
+    const id = leased.operation.id;
     const task = (async () => {
       try {
-        const result = await writeBack(client, { id, leaseMs }, handler, {
+        const result = await writeBack(client, { ...leased, leaseMs }, handler, {
           signal: hardStop.signal,
+          steps,
           ...(options.sendTimeoutMs !== undefined && { sendTimeoutMs: options.sendTimeoutMs }),
           onEvent: (event) => {
             if (event.type === 'acquired') counters.started++;
@@ -210,13 +217,12 @@ export function runWorker(options: RunWorkerOptions): Worker {
           },
         });
         count(result);
-        emit({ type: 'finished', id, operationID: operationIDs.get(id) ?? ('operation' in result && result.operation !== null ? result.operation.operationID : id), status: result.status, ...(result.status === 'recorded' && { kind: result.kind }) });
+        emit({ type: 'finished', id, operationID: leased.operation.operationID, status: result.status, ...(result.status === 'recorded' && { kind: result.kind }) });
       } catch (error) {
         counters.errors++;
         emit({ type: 'error', where: 'write-back', ...describe(error) });
       } finally {
         inFlight.delete(id);
-        operationIDs.delete(id);
         wake();
       }
     })();
@@ -286,51 +292,47 @@ export function runWorker(options: RunWorkerOptions): Worker {
     if (Date.now() - busySince >= busyUnsubscribeMs) dropSubscription();
   };
 
-  // Due ids read by the last poll, not yet launched: a finished operation's slot is refilled
-  // from here without another read. Kept briefly: other workers take from the same list.
-  let queue: string[] = [];
-  let queuedAt = 0;
-  let exhausted = false;
+  // Each round leases as many due operations as there are free slots: the server hands
+  // concurrent workers disjoint batches (FOR UPDATE SKIP LOCKED), so nothing is raced for.
   const loop = async () => {
     let failures = 0;
     while (!stopping.signal.aborted) {
-      if (concurrency - inFlight.size <= 0) {
+      const free = concurrency - inFlight.size;
+      if (free <= 0) {
         await waitForWake(pollIntervalMs);
         continue;
       }
-      if (queue.length === 0 || Date.now() - queuedAt > QUEUE_TTL_MS) {
-        const first = Math.min(100, Math.max(10, 4 * concurrency));
-        let due;
-        try {
-          due = (await client.request(DueOperationsDocument, { first, connectorName: connector }, { signal: stopping.signal })).dueOperations;
-          counters.polls++;
-          failures = 0;
-        } catch (error) {
-          if (stopping.signal.aborted) break;
-          failures++;
-          counters.errors++;
-          const backoff = Math.min(MAX_IDLE_BACKOFF_MS, 500 * 2 ** Math.min(failures - 1, 6));
-          const delay = Math.max(error instanceof StoreRequestError ? (error.retryAfterMs ?? 0) : 0, Math.floor(backoff / 2 + (Math.random() * backoff) / 2));
-          emit({ type: 'error', where: 'poll', ...describe(error), retryInMs: delay });
-          await sleep(delay, stopping.signal).catch(() => {});
-          continue;
-        }
-        // Workers reading the same oldest-first list take different rows first.
-        for (const operation of due) operationIDs.set(operation.id, operation.operationID);
-        queue = shuffle(due.map((operation) => operation.id).filter((id) => !inFlight.has(id)));
-        queuedAt = Date.now();
-        exhausted = due.length < first;
-        if (exhausted) ensureSubscribed();
-        else noteBacklog();
+      const limit = Math.min(MAX_LEASE_BATCH, free);
+      let leased;
+      try {
+        // Not aborted by a stop (only past the drain deadline): what the server leased is run, not left to lapse.
+        const { leaseDueOperations: answer } = await client.request(LeaseDueOperationsDocument, { input: { connectorName: connector, limit, leaseMs } }, { signal: hardStop.signal });
+        if (answer.__typename !== 'LeaseDueOperationsPayload') throw new StoreRequestError({ code: answer.code, message: answer.message, retryable: false });
+        leased = answer.operations;
+        counters.polls++;
+        failures = 0;
+      } catch (error) {
+        if (stopping.signal.aborted) break;
+        failures++;
+        counters.errors++;
+        const backoff = Math.min(MAX_IDLE_BACKOFF_MS, 500 * 2 ** Math.min(failures - 1, 6));
+        const delay = Math.max(error instanceof StoreRequestError ? (error.retryAfterMs ?? 0) : 0, Math.floor(backoff / 2 + (Math.random() * backoff) / 2));
+        emit({ type: 'error', where: 'poll', ...describe(error), retryInMs: delay });
+        await sleep(delay, stopping.signal).catch(() => {});
+        continue;
       }
-      while (inFlight.size < concurrency && queue.length > 0) {
-        const id = queue.shift()!;
-        if (!inFlight.has(id)) launch(id);
+      counters.leased += leased.length;
+      for (const item of leased) launch(item);
+      if (leased.length < limit) {
+        // Nothing more due (or the rest is being leased by other workers this instant): an event, a
+        // finished operation, a timer or the fallback poll wakes the loop.
+        ensureSubscribed();
+        await waitForWake(pollIntervalMs);
+      } else {
+        noteBacklog();
+        // Full: a finished operation wakes it.
+        if (inFlight.size >= concurrency) await waitForWake(pollIntervalMs);
       }
-      // Full: a finished operation wakes it. Nothing more due: an event, a timer or the fallback poll does.
-      if (inFlight.size >= concurrency || (queue.length === 0 && exhausted)) await waitForWake(pollIntervalMs);
-      // A full list of nothing but our own acquires in progress: read again shortly, not at once.
-      else if (queue.length === 0) await waitForWake(50);
     }
   };
 
@@ -380,12 +382,4 @@ export function runWorker(options: RunWorkerOptions): Worker {
 function describe(error: unknown): { code: string; message: string } {
   if (error instanceof StoreRequestError) return { code: error.code, message: error.message };
   return { code: 'ERROR', message: error instanceof Error ? error.message : String(error) };
-}
-
-function shuffle<T>(items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [items[i], items[j]] = [items[j]!, items[i]!];
-  }
-  return items;
 }

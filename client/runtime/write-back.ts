@@ -13,18 +13,15 @@ import {
   AcquireOperationLeaseDocument,
   ClaimOperationDocument,
   RenewOperationLeaseDocument,
-  RuntimeFinalizeOperationDocument,
-  RuntimeMarkOperationSentDocument,
-  RuntimeRecordOperationAttemptDocument,
   RuntimeRecordReconcileResultDocument,
   RuntimeReleaseOperationLeaseDocument,
-  RuntimeStartOperationAttemptDocument,
   type ClaimOperationInput,
   type ConnectorOperationFieldsFragment,
   type OperationOutcomeKind,
   type ProjectionWatchFieldsFragment,
 } from '../generated/graphql.js';
 import { linkedSignal } from './signals.js';
+import { singleSteps, type WriteBackSteps } from './steps.js';
 import { sleep, StoreRequestError, type StoreClient } from './store-client.js';
 
 /** An operation as the runtime hands it to a handler (every field of `ConnectorOperationFields`). */
@@ -141,6 +138,18 @@ export interface AcquireInput {
   leaseMs: number;
 }
 
+/**
+ * An operation already leased to this process (what `leaseDueOperations`
+ * answers, as `runWorker` takes its work): the write-back starts from its
+ * lease, with no acquire. The lease token stays in the runtime's closures.
+ */
+export interface LeasedInput {
+  operation: WriteBackOperation;
+  lease: { version: number; token: string };
+  /** The length the lease was granted for, in ms: it is renewed every third of it. */
+  leaseMs: number;
+}
+
 /** Options of {@link writeBack}. */
 export interface WriteBackOptions {
   /**
@@ -165,6 +174,12 @@ export interface WriteBackOptions {
    * before the mark) without it. Default 30 000 (the server's default).
    */
   sendTimeoutMs?: number;
+  /**
+   * How the fenced steps are sent. Default: one request each. `runWorker`
+   * passes `batchedSteps(client)`, which sends the steps its operations reach
+   * together as one request of each step's batch form.
+   */
+  steps?: WriteBackSteps;
 }
 
 /** The handler's signal reason when the send (or reconcile) ran past `sendTimeoutMs`. */
@@ -212,14 +227,15 @@ const OUTCOME_KIND: Record<FailedOutcome['kind'], OperationOutcomeKind> = {
 
 /**
  * Runs one write-back operation. `input` is a claim (a new write, or the
- * replay of one, by its idempotency key) or `{ id, leaseMs }` for an existing
- * operation a worker found due (acquired, as a takeover if its lease lapsed).
+ * replay of one, by its idempotency key), `{ id, leaseMs }` for an existing
+ * operation a worker found due (acquired, as a takeover if its lease lapsed),
+ * or an operation already leased ({@link LeasedInput}, from `leaseDueOperations`).
  * Resolves with a typed {@link WriteBackResult}; rejects only with a
  * {@link StoreRequestError} when the server could not be reached within the
  * client's retries (the lease then lapses and the next holder reconciles a
  * marked send instead of repeating it).
  */
-export async function writeBack(client: StoreClient, input: ClaimOperationInput | AcquireInput, handler: WriteBackHandler, options: WriteBackOptions = {}): Promise<WriteBackResult> {
+export async function writeBack(client: StoreClient, input: ClaimOperationInput | AcquireInput | LeasedInput, handler: WriteBackHandler, options: WriteBackOptions = {}): Promise<WriteBackResult> {
   const emit = (event: WriteBackEvent) => {
     try {
       options.onEvent?.(event);
@@ -251,6 +267,11 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     if (claim.lease === null) throw new StoreRequestError({ code: 'BAD_RESPONSE', message: 'CLAIMED without a lease', retryable: false });
     lease = { version: claim.lease.version, token: claim.lease.token };
     emit({ type: 'claimed', id: operation.id, operationID: operation.operationID, version: lease.version });
+  } else if ('lease' in input) {
+    leaseMs = input.leaseMs;
+    operation = input.operation;
+    lease = { version: input.lease.version, token: input.lease.token };
+    emit({ type: 'acquired', id: operation.id, operationID: operation.operationID, version: lease.version });
   } else {
     leaseMs = input.leaseMs;
     const { acquireOperationLease: acquired } = await client.request(AcquireOperationLeaseDocument, { input: { id: input.id, leaseMs, requestKey: newRequestKey() } }, KEYED);
@@ -262,6 +283,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
     emit({ type: 'acquired', id: operation.id, operationID: operation.operationID, version: lease.version });
   }
 
+  const steps = options.steps ?? singleSteps(client);
   /** The fence of every later step, with a new request key (a step's retries resend the same variables, so the same key). */
   const fence = () => ({ id: operation.id, version: lease.version, leaseToken: lease.token, requestKey: newRequestKey() });
   const sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
@@ -306,16 +328,14 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
 
   const record = async (outcome: FailedOutcome, reconciled: boolean, reason?: string): Promise<WriteBackResult> => {
     const kind = OUTCOME_KIND[outcome.kind];
-    const { recordOperationAttempt: recorded } = await client.request(RuntimeRecordOperationAttemptDocument, {
-      input: {
-        ...fence(),
-        kind,
-        ...(outcome.httpStatus !== undefined && { lastHTTPStatus: outcome.httpStatus }),
-        ...(outcome.retryAfterMs !== undefined && { retryAfterMs: Math.max(0, Math.round(outcome.retryAfterMs)) }),
-        ...(outcome.message !== undefined && { message: outcome.message }),
-        ...(outcome.providerEtag !== undefined && { providerEtag: outcome.providerEtag }),
-      },
-    }, KEYED);
+    const recorded = await steps.record({
+      ...fence(),
+      kind,
+      ...(outcome.httpStatus !== undefined && { lastHTTPStatus: outcome.httpStatus }),
+      ...(outcome.retryAfterMs !== undefined && { retryAfterMs: Math.max(0, Math.round(outcome.retryAfterMs)) }),
+      ...(outcome.message !== undefined && { message: outcome.message }),
+      ...(outcome.providerEtag !== undefined && { providerEtag: outcome.providerEtag }),
+    });
     operation = { ...operation, ...expectPayload(recorded, 'OperationPayload').operation };
     event('recorded', { kind });
     keeper.stop();
@@ -324,15 +344,13 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
   };
 
   const finalize = async (outcome: CommittedOutcome, reconciled: boolean): Promise<WriteBackResult> => {
-    const { finalizeOperation: finalized } = await client.request(RuntimeFinalizeOperationDocument, {
-      input: {
-        ...fence(),
-        documentID: outcome.documentID,
-        sourceID: outcome.sourceID,
-        ...(outcome.resultEntity !== undefined && { resultEntity: outcome.resultEntity }),
-        ...(outcome.currentWinnerDigest !== undefined && { currentWinnerDigest: outcome.currentWinnerDigest }),
-      },
-    }, KEYED);
+    const finalized = await steps.finalize({
+      ...fence(),
+      documentID: outcome.documentID,
+      sourceID: outcome.sourceID,
+      ...(outcome.resultEntity !== undefined && { resultEntity: outcome.resultEntity }),
+      ...(outcome.currentWinnerDigest !== undefined && { currentWinnerDigest: outcome.currentWinnerDigest }),
+    });
     const payload = expectPayload(finalized, 'FinalizeOperationPayload');
     if (!payload.finalized) throw new FenceLost('finalize answered false: the lease was taken over');
     if (payload.operation !== null) operation = { ...operation, ...payload.operation };
@@ -386,7 +404,7 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
       await release();
       return { status: 'released', operation };
     }
-    const { startOperationAttempt: started } = await client.request(RuntimeStartOperationAttemptDocument, { input: fence() }, KEYED);
+    const started = await steps.start(fence());
     operation = { ...operation, ...expectPayload(started, 'OperationPayload').operation };
     event('started');
     let marking: Promise<void> | undefined;
@@ -397,15 +415,15 @@ export async function writeBack(client: StoreClient, input: ClaimOperationInput 
         if (deadline.signal.aborted) throw new SendNotAllowedError('past sendTimeoutMs: send nothing');
         let result;
         try {
-          result = await client.request(RuntimeMarkOperationSentDocument, { input: { ...fence(), sendMarker: (options.sendMarker ?? randomMarker)(), sendTimeoutMs } }, KEYED);
+          result = await steps.mark({ ...fence(), sendMarker: (options.sendMarker ?? randomMarker)(), sendTimeoutMs });
         } catch (error) {
           throw new SendNotAllowedError(`could not mark the send: ${error instanceof Error ? error.message : String(error)}`);
         }
-        if (result.markOperationSent.__typename !== 'OperationPayload') {
-          if (result.markOperationSent.__typename === 'StaleLeaseError') lost.abort(new LeaseLostError(result.markOperationSent.message));
-          throw new SendNotAllowedError(`mark sent refused: ${result.markOperationSent.message}`);
+        if (result.__typename !== 'OperationPayload') {
+          if (result.__typename === 'StaleLeaseError') lost.abort(new LeaseLostError(result.message));
+          throw new SendNotAllowedError(`mark sent refused: ${result.message}`);
         }
-        operation = { ...operation, ...result.markOperationSent.operation };
+        operation = { ...operation, ...result.operation };
         marked = true;
         event('marked');
       })());

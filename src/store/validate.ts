@@ -46,6 +46,11 @@ export function requireIntegerAtLeast(field: string, value: unknown, min: number
   if (!Number.isSafeInteger(value) || (value as number) < min) throw new InvalidInputError(field, `must be an integer of at least ${min}`);
 }
 
+/** A safe integer from `min` to `max`, both included. */
+export function requireIntegerInRange(field: string, value: unknown, min: number, max: number): asserts value is number {
+  if (!Number.isSafeInteger(value) || (value as number) < min || (value as number) > max) throw new InvalidInputError(field, `must be an integer from ${min} to ${max}`);
+}
+
 /** A point in time as integer ms since the epoch. */
 export function requireMsEpoch(field: string, value: unknown): asserts value is number {
   if (!Number.isSafeInteger(value)) throw new InvalidInputError(field, 'must be an integer ms-epoch time');

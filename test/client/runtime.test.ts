@@ -476,6 +476,37 @@ describeGraphQL('client runtime: runWorker', (suite) => {
     }
   });
 
+  it('side by side, workers lease disjoint batches and send their steps in batches: every operation sent once, no acquire refused (issue 40 item 3)', async () => {
+    for (let i = 0; i < 30; i++) await enqueue(suite, claim({ connectorName: 'shared' }));
+    const sent = new Map<string, number>();
+    const handler: WriteBackHandler = {
+      async send({ markSent, operation: op }) {
+        sent.set(op.operationID, (sent.get(op.operationID) ?? 0) + 1);
+        await markSent();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return { kind: 'committed', documentID: `doc-${op.operationID}`, sourceID: `src-${op.operationID}` };
+      },
+      reconcile: async () => ({ kind: 'not-landed' }),
+    };
+    const bodies: string[] = [];
+    const workers = Array.from({ length: 3 }, () => runWorker({ client: clientOf(suite, 'worker', bodies), connector: 'shared', handler, concurrency: 4, pollIntervalMs: 60_000, signals: false }));
+    try {
+      await expect.poll(() => workers.reduce((sum, w) => sum + w.counters.committed, 0), { timeout: 15_000 }).toBe(30);
+      expect([...sent.values()].every((count) => count === 1)).toBe(true);
+      expect(sent.size).toBe(30);
+      for (const worker of workers) expect(worker.counters).toMatchObject({ contended: 0, leaseLost: 0, errors: 0 });
+      expect(workers.reduce((sum, w) => sum + w.counters.leased, 0)).toBe(30);
+      // The steps went in batches (startOperationAttempts, …), never one request per step.
+      const requests = (name: string) => bodies.filter((body) => body.includes(`"operationName":"${name}"`)).length;
+      for (const single of ['AcquireOperationLease', 'RuntimeStartOperationAttempt', 'RuntimeMarkOperationSent', 'RuntimeFinalizeOperation']) expect(requests(single)).toBe(0);
+      expect(requests('RuntimeStartOperationAttempts')).toBeGreaterThan(0);
+      expect(requests('RuntimeStartOperationAttempts')).toBeLessThan(30);
+      expect(requests('RuntimeFinalizeOperations')).toBeLessThan(30);
+    } finally {
+      await Promise.all(workers.map((w) => w.stop()));
+    }
+  });
+
   it('drains on stop: a send in progress past the deadline is aborted and recorded UNKNOWN; every lease is given back', async () => {
     const id = await enqueue(suite, claim({ connectorName: 'slack' }));
     let inSend!: () => void;

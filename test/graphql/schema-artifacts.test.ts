@@ -189,9 +189,10 @@ describe('schema artefacts', () => {
     // Service-only by its resolver (requireService: anyone else gets ForbiddenError in the result; pending-auth.test.ts and typed-refusals.test.ts call it as a user).
     expect(schema.getMutationType()?.getFields().consumePendingAuthorization?.extensions?.pothosOptions).toMatchObject({ authScopes: { authenticated: true } });
     expect(tokens).toEqual(['OperationLease.token']);
-    // The lease is only handed out by mutation payloads: claim (and acquire/renew via OperationPayload).
-    expect(leaseFields.sort()).toEqual(['ClaimOperationPayload.lease', 'OperationPayload.lease']);
+    // The lease is only handed out by mutation payloads: claim (and acquire/renew via OperationPayload, leaseDueOperations via LeasedOperation).
+    expect(leaseFields.sort()).toEqual(['ClaimOperationPayload.lease', 'LeasedOperation.lease', 'OperationPayload.lease']);
     expect(payloadOf('claimOperation').name).toBe('ClaimOperationPayload');
+    expect(payloadOf('leaseDueOperations').name).toBe('LeaseDueOperationsPayload');
     expect(payloadOf('renewOperationLease').name).toBe('OperationPayload');
     for (const root of [schema.getQueryType(), schema.getSubscriptionType()]) {
       if (root == null) continue;

@@ -11,7 +11,7 @@ import { sql, type QueryCreator } from 'kysely';
 import { OPERATION_COLUMNS } from '../../db/tables.js';
 import { notifyOperationChanged } from '../change-channel.js';
 import { prepared } from '../prepared.js';
-import { CLAIM_ANSWER, digestInput, REQUEST_KEY_CONSTRAINT, runKeyedRequest, STEP_REQUEST } from './requests.js';
+import { digestInput, REQUEST_KEY_CONSTRAINT, runKeyedRequest, STEP_REQUEST, withToken, withoutToken, type RowAnswerCodec } from './requests.js';
 import type { FencedStepAnswer } from './fenced-step.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
@@ -204,3 +204,20 @@ export function validateOperationWrite(input: OperationWriteInput): void {
   if (input.documentID !== undefined && input.documentID !== null) requireNonEmptyString('documentID', input.documentID);
   if (input.sendTimeoutMs != null) requirePositiveMs('sendTimeoutMs', input.sendTimeoutMs);
 }
+
+/** The answer of a claim that took a lease (REPLAYED, DEAD and IN_FLIGHT wrote nothing and are judged afresh). */
+export const CLAIM_ANSWER: RowAnswerCodec<ClaimOperationResult> = {
+  fromRow: (row, token) => {
+    const operation = rowToOperation(row);
+    return { outcome: 'CLAIMED', operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
+  },
+  encode: (result) => ({
+    answer: { outcome: result.outcome, operation: result.operation, lease: result.lease === undefined ? null : withoutToken(result.lease) },
+    leaseToken: result.lease?.token ?? null,
+  }),
+  decode: (answer, token) => {
+    const { outcome, operation, lease } = answer as { outcome: ClaimOperationResult['outcome']; operation: ConnectorOperation; lease: { expiresAt: number; version: number } | null };
+    return { outcome, operation, ...(lease !== null && { lease: withToken(lease, token) }) };
+  },
+  wrote: (result) => result.outcome === 'CLAIMED',
+};

@@ -1,10 +1,11 @@
 /** Write-back operations (SPEC §3.3): claim, fenced leases, attempts, reconcile, due work, reads and listings. */
 export * from './types.js';
 export { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
-export { claimOperation, claimOperationStep, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
-export { acquireOperationLease, renewOperationLease, releaseOperationLease, renewLeaseStep, releaseLeaseStep, type AcquireOperationLeaseResult } from './leases.js';
+export { CLAIM_ANSWER, claimOperation, claimOperationStep, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
+export { ACQUIRE_ANSWER, RENEW_ANSWER, acquireOperationLease, renewOperationLease, releaseOperationLease, renewLeaseStep, releaseLeaseStep, type AcquireOperationLeaseResult } from './leases.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, startAttemptStep, markSentStep, type RecordOperationOutcomeInput } from './attempts.js';
 export { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepTarget } from './fenced-step.js';
+export { leaseDueOperations, MAX_LEASE_DUE_BATCH, type LeaseDueOperationsInput, type LeasedOperation } from './lease-due.js';
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 export {
   applyOperationAction,
@@ -39,11 +40,8 @@ export {
   type OperationScope,
 } from './list.js';
 export {
-  ACQUIRE_ANSWER,
-  CLAIM_ANSWER,
   MAX_REQUEST_KEY_LENGTH,
   OPERATION_ANSWER,
-  RENEW_ANSWER,
   runKeyedRequest,
   type AnswerCodec,
   type KeyedAnswer,

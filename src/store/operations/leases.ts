@@ -3,7 +3,7 @@ import type { StoreContext } from '../context.js';
 import { InvalidStateError, NotFoundError, StaleVersionError } from '../errors.js';
 import { preparedFencedUpdate, type FenceRule, type OperationEB, type OperationUpdate } from './fence.js';
 import { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepDefinition } from './fenced-step.js';
-import { OPERATION_ANSWER, RENEW_ANSWER } from './requests.js';
+import { OPERATION_ANSWER, withToken, withoutToken, type AnswerCodec, type RowAnswerCodec } from './requests.js';
 import { isLeaseLive, isLiveState, isSendWindowOpen, rowToOperation, selectOperationRow } from './row.js';
 import { takeOverLease } from './takeover.js';
 import { LIVE_OPERATION_STATES, OPERATION_STATES, type ConnectorOperation, type OperationFence, type OperationKey, type OperationLease } from './types.js';
@@ -57,6 +57,31 @@ const RENEW_UPDATE = preparedFencedUpdate<{ expiresAt: number }>(RENEW, RENEW_SE
 const RELEASE_UPDATE = preparedFencedUpdate<object>(RELEASE, RELEASE_SET);
 
 type Renewal = { operation: ConnectorOperation; lease: OperationLease };
+
+/** The answer of a renewal: the operation and the lease. */
+export const RENEW_ANSWER: RowAnswerCodec<{ operation: ConnectorOperation; lease: OperationLease }> = {
+  encode: ({ operation, lease }) => ({ answer: { operation, lease: withoutToken(lease) }, leaseToken: lease.token }),
+  decode: (answer, token) => {
+    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
+    return { operation, lease: withToken(lease, token) };
+  },
+  fromRow: (row, token) => {
+    const operation = rowToOperation(row);
+    return { operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
+  },
+};
+
+
+/** The answer of an acquire that took the lease (a refused one wrote nothing and is judged afresh). */
+export const ACQUIRE_ANSWER: AnswerCodec<AcquireOperationLeaseResult> = {
+  encode: (result) => ({ answer: { operation: result.operation, lease: result.acquired ? withoutToken(result.lease) : null }, leaseToken: result.acquired ? result.lease.token : null }),
+  decode: (answer, token) => {
+    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
+    return { acquired: true, operation, lease: withToken(lease, token) };
+  },
+  wrote: (result) => result.acquired,
+};
+
 
 /** {@link renewOperationLease} as the API's step: by node key, one statement on Postgres (src/store/operations/fenced-step.ts). */
 export const RENEW_STEP: FencedStepDefinition<{ leaseMs: number; expiresAt: number }, Renewal> = {

@@ -20,8 +20,6 @@ import type { OperationRequestRow, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
 import { prepared } from '../prepared.js';
-import type { AcquireOperationLeaseResult } from './leases.js';
-import type { ClaimOperationResult } from './claim.js';
 import type { ConnectorOperation, OperationKey, OperationLease } from './types.js';
 import { rowToOperation } from './row.js';
 import { requireNonEmptyString } from '../validate.js';
@@ -282,52 +280,13 @@ export async function recordRequest(
 }
 
 /** A lease kept without its token (the token goes to its own column). */
-const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, version: lease.version });
-const withToken = (lease: { expiresAt: number; version: number }, token: string | null): OperationLease => ({ ...lease, token: token ?? '' });
+export const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, version: lease.version });
+/** A kept lease given its token back. */
+export const withToken = (lease: { expiresAt: number; version: number }, token: string | null): OperationLease => ({ ...lease, token: token ?? '' });
 
 /** The answer of start, mark sent, record outcome, record reconcile result and release: the operation after it. */
 export const OPERATION_ANSWER: RowAnswerCodec<ConnectorOperation> = {
   encode: (operation) => ({ answer: operation, leaseToken: null }),
   decode: (answer) => answer as ConnectorOperation,
   fromRow: (row) => rowToOperation(row),
-};
-
-/** The answer of a renewal: the operation and the lease. */
-export const RENEW_ANSWER: RowAnswerCodec<{ operation: ConnectorOperation; lease: OperationLease }> = {
-  encode: ({ operation, lease }) => ({ answer: { operation, lease: withoutToken(lease) }, leaseToken: lease.token }),
-  decode: (answer, token) => {
-    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
-    return { operation, lease: withToken(lease, token) };
-  },
-  fromRow: (row, token) => {
-    const operation = rowToOperation(row);
-    return { operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
-  },
-};
-
-/** The answer of an acquire that took the lease (a refused one wrote nothing and is judged afresh). */
-export const ACQUIRE_ANSWER: AnswerCodec<AcquireOperationLeaseResult> = {
-  encode: (result) => ({ answer: { operation: result.operation, lease: result.acquired ? withoutToken(result.lease) : null }, leaseToken: result.acquired ? result.lease.token : null }),
-  decode: (answer, token) => {
-    const { operation, lease } = answer as { operation: ConnectorOperation; lease: { expiresAt: number; version: number } };
-    return { acquired: true, operation, lease: withToken(lease, token) };
-  },
-  wrote: (result) => result.acquired,
-};
-
-/** The answer of a claim that took a lease (REPLAYED, DEAD and IN_FLIGHT wrote nothing and are judged afresh). */
-export const CLAIM_ANSWER: RowAnswerCodec<ClaimOperationResult> = {
-  fromRow: (row, token) => {
-    const operation = rowToOperation(row);
-    return { outcome: 'CLAIMED', operation, lease: withToken({ expiresAt: operation.leaseExpiresAt as number, version: operation.version }, token) };
-  },
-  encode: (result) => ({
-    answer: { outcome: result.outcome, operation: result.operation, lease: result.lease === undefined ? null : withoutToken(result.lease) },
-    leaseToken: result.lease?.token ?? null,
-  }),
-  decode: (answer, token) => {
-    const { outcome, operation, lease } = answer as { outcome: ClaimOperationResult['outcome']; operation: ConnectorOperation; lease: { expiresAt: number; version: number } | null };
-    return { outcome, operation, ...(lease !== null && { lease: withToken(lease, token) }) };
-  },
-  wrote: (result) => result.outcome === 'CLAIMED',
 };

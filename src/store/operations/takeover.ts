@@ -1,5 +1,6 @@
 /** Taking the lease of a live operation whose lease is absent or expired (claim and acquire share it). */
-import type { OperationRow } from '../../db/tables.js';
+import type { Expression, ExpressionBuilder } from 'kysely';
+import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES } from './types.js';
 import { OPERATION_TABLE, sendWindowClosedAt } from './row.js';
@@ -25,18 +26,7 @@ export async function takeOverLease(
   const token = store.getRandomID();
   const row = await store.db
     .updateTable(OPERATION_TABLE)
-    .set((eb) => ({
-      lease_token: token,
-      lease_expires_at: now + leaseMs,
-      version: eb('version', '+', 1),
-      state: eb
-        .case()
-        .when(eb.and([eb('state', '=', 'attempted'), eb('send_marker', 'is not', null)]))
-        .then('reconcile_only')
-        .else(eb.ref('state'))
-        .end(),
-      updated_at: now,
-    }))
+    .set((eb) => takeoverSet(eb, token, now + leaseMs, now))
     .where('caller_did', '=', read.caller_did)
     .where('operation_id', '=', read.operation_id)
     .where((eb) => eb.and([rowHas(eb, 'version', Number(read.version)), rowHas(eb, 'state', LIVE_OPERATION_STATES)]))
@@ -46,4 +36,30 @@ export async function takeOverLease(
     .returningAll()
     .executeTakeFirst();
   return row === undefined ? undefined : { row, token };
+}
+
+/**
+ * The columns a takeover writes (the rule {@link takeOverLease} and
+ * `leaseDueOperations` share): the new token, the new expiry, `version + 1`,
+ * and `reconcile_only` for an attempted row with a send marker, decided from
+ * the row as it is at write time.
+ */
+export function takeoverSet(
+  eb: ExpressionBuilder<Database, typeof OPERATION_TABLE>,
+  token: string | Expression<string>,
+  leaseExpiresAt: number,
+  now: number,
+) {
+  return {
+    lease_token: token,
+    lease_expires_at: leaseExpiresAt,
+    version: eb('version', '+', 1),
+    state: eb
+      .case()
+      .when(eb.and([eb('state', '=', 'attempted'), eb('send_marker', 'is not', null)]))
+      .then('reconcile_only')
+      .else(eb.ref('state'))
+      .end(),
+    updated_at: now,
+  };
 }
