@@ -163,6 +163,22 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(own).toEqual([{ repair_generation: 0, version: 0 }]);
   });
 
+  it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation; a resent batch replays each item', async () => {
+    const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
+      enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created replayed conflicts } }
+    }`;
+    const items = Array.from({ length: 100 }, (_, i) => {
+      const { leaseMs: _lease, ...item } = claimInput({ operationID: `queued-${i}`, deterministicEventID: `queued-event-${i}` });
+      return item;
+    });
+    const first = await measure(() => gql(ENQUEUE_MANY, { operations: items }));
+    expect(first.answer.enqueueOperations).toMatchObject({ created: 100, replayed: 0, conflicts: 0 });
+    // BEGIN, the operations' INSERT, their answers' INSERT, COMMIT, and the change's NOTIFY.
+    expect(first.statements, first.statements.join('\n')).toHaveLength(5);
+    const again = await measure(() => gql(ENQUEUE_MANY, { operations: items }));
+    expect(again.answer.enqueueOperations).toMatchObject({ created: 0, replayed: 100, conflicts: 0 });
+  });
+
   it('the whole sequence (claim, start, mark sent, finalize) sends at most the statements the issue allows', async () => {
     let total = 0;
     const claim = await measure(() => gql(CLAIM, claimInput({ requestKey: 'claim-1' })));

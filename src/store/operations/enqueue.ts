@@ -12,8 +12,8 @@ import type { OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError, StaleVersionError } from '../errors.js';
 import { checkSameWrite, validateOperationWrite } from './claim.js';
-import { insertOperation, type OperationWriteInput } from './insert.js';
-import { differingRequestFields, digestInput, findRecordedRequest, recordRequest } from './requests.js';
+import { insertOperation, insertOperations, newOperationValues, type OperationWriteInput } from './insert.js';
+import { differingRequestFields, digestInput, findRecordedRequest, recordRequest, recordRequests } from './requests.js';
 import { rowToOperation, selectOperationRow } from './row.js';
 import type { ConnectorOperation } from './types.js';
 import { requireMsEpoch } from '../validate.js';
@@ -71,8 +71,9 @@ export async function enqueueOperation(store: StoreContext, input: EnqueueOperat
  * one transaction, answered in input order. A conflict is that item's answer
  * and leaves the others to be written; an invalid item (or a key named
  * twice) refuses the whole batch before anything is written, and a failure
- * midway writes nothing. Rows are written in key order, so concurrent
- * batches sharing keys lock them in the same order.
+ * midway writes nothing. New keys cost two statements whatever their
+ * number (the operations' INSERT and their answers'); rows are written in
+ * key order, so concurrent batches sharing keys lock them in the same order.
  */
 export async function enqueueOperations(store: StoreContext, inputs: readonly EnqueueOperationInput[]): Promise<EnqueueItemResult[]> {
   if (!Array.isArray(inputs) || inputs.length < 1 || inputs.length > MAX_ENQUEUE_BATCH) {
@@ -88,8 +89,26 @@ export async function enqueueOperations(store: StoreContext, inputs: readonly En
   const order = inputs.map((_input, index) => index).sort((a, b) => compareKeys(inputs[a]!, inputs[b]!));
   return inTransaction(store, async (tx) => {
     const now = tx.now();
-    const results: EnqueueItemResult[] = new Array(inputs.length);
+    const results: (EnqueueItemResult | undefined)[] = new Array(inputs.length);
+    // Every new key in one INSERT and their answers in another, whatever the batch's size.
+    const inserted = await insertOperations(
+      tx,
+      order.map((index) => newOperationValues(tx, inputs[index]!, { now, nextAttemptAt: Math.max(now, inputs[index]!.notBefore ?? now), lease: null })),
+    );
+    const insertedByKey = new Map(inserted.map((row) => [keyText(row.caller_did, row.operation_id), row]));
+    const answers = [];
     for (const index of order) {
+      const input = inputs[index]!;
+      const row = insertedByKey.get(keyText(input.callerDID, input.operationID));
+      if (row === undefined) continue;
+      const operation = rowToOperation(row);
+      results[index] = { outcome: 'created', operation };
+      answers.push({ key: { callerDID: input.callerDID, operationID: input.operationID }, requestKey: ENQUEUE_REQUEST_KEY, step: 'enqueueOperation' as const, input: digestInput(requestFieldsOf(input)), answer: operation, leaseToken: null });
+    }
+    await recordRequests(tx, answers);
+    // Keys that existed: each judged as a single enqueue judges it (a replay, or its conflict).
+    for (const index of order) {
+      if (results[index] !== undefined) continue;
       try {
         results[index] = await enqueueOne(tx, inputs[index]!, now);
       } catch (error) {
@@ -98,9 +117,12 @@ export async function enqueueOperations(store: StoreContext, inputs: readonly En
         results[index] = { outcome: 'conflict', error };
       }
     }
-    return results;
+    return results as EnqueueItemResult[];
   });
 }
+
+/** An idempotency key as one string. */
+const keyText = (callerDID: string, operationID: string) => JSON.stringify([callerDID, operationID]);
 
 /** Inserts the operation and records its answer, or judges the row its key already holds. */
 async function enqueueOne(tx: StoreContext, input: EnqueueOperationInput, now: number): Promise<EnqueueOperationResult> {

@@ -58,34 +58,54 @@ export type NewOperationValues = OperationWriteInput & {
 export function newOperationInsert(qc: QueryCreator<Database>, v: NewOperationValues) {
   return qc
     .insertInto(OPERATION_TABLE)
-    .values({
-      caller_did: v.callerDID,
-      operation_id: v.operationID,
-      node_key: v.nodeKey,
-      owner_did: v.ownerDID,
-      connector_name: v.connectorName,
-      model: v.model,
-      op: v.op,
-      account_key: v.accountKey,
-      target: v.target,
-      source_id: v.sourceID ?? null,
-      document_id: v.documentID ?? null,
-      deterministic_event_id: v.deterministicEventID,
-      payload_hash: v.payloadHash,
-      reissue_intent: v.reissueIntent,
-      send_timeout_ms: v.sendTimeoutMs ?? null,
-      state: 'attempted',
-      attempts: 0,
-      next_attempt_at: v.nextAttemptAt,
-      version: 0,
-      incarnation: v.incarnation,
-      lease_token: v.token ?? null,
-      lease_expires_at: v.leaseExpiresAt ?? null,
-      created_at: v.now,
-      updated_at: v.now,
-    })
+    .values(newOperationRow(v))
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
     .returning(OPERATION_COLUMNS);
+}
+
+/** The columns of a new operation: `attempted`, version 0, no attempt yet. */
+function newOperationRow(v: NewOperationValues) {
+  return {
+    caller_did: v.callerDID,
+    operation_id: v.operationID,
+    node_key: v.nodeKey,
+    owner_did: v.ownerDID,
+    connector_name: v.connectorName,
+    model: v.model,
+    op: v.op,
+    account_key: v.accountKey,
+    target: v.target,
+    source_id: v.sourceID ?? null,
+    document_id: v.documentID ?? null,
+    deterministic_event_id: v.deterministicEventID,
+    payload_hash: v.payloadHash,
+    reissue_intent: v.reissueIntent,
+    send_timeout_ms: v.sendTimeoutMs ?? null,
+    state: 'attempted',
+    attempts: 0,
+    next_attempt_at: v.nextAttemptAt,
+    version: 0,
+    incarnation: v.incarnation,
+    lease_token: v.token ?? null,
+    lease_expires_at: v.leaseExpiresAt ?? null,
+    created_at: v.now,
+    updated_at: v.now,
+  };
+}
+
+/**
+ * Many new operations in one INSERT, in the order given (callers give key
+ * order, so concurrent batches lock shared keys in one order); the rows of
+ * keys that existed are left out of the answer.
+ */
+export async function insertOperations(store: StoreContext, values: readonly NewOperationValues[]): Promise<OperationRow[]> {
+  if (values.length === 0) return [];
+  return store.db
+    .insertInto(OPERATION_TABLE)
+    .values(values.map(newOperationRow))
+    .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
+    .returning(OPERATION_COLUMNS)
+    .execute();
 }
 
 const INSERT_OPERATION = prepared((db, v: NewOperationValues) => newOperationInsert(db, v));

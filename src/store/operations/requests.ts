@@ -279,6 +279,35 @@ export async function recordRequest(
   return rows.length > 0;
 }
 
+/**
+ * {@link recordRequest} for many requests in one INSERT (the answers of an
+ * enqueue batch's new operations, whose keys no request can have used yet);
+ * a key recorded already is left as it is.
+ */
+export async function recordRequests(
+  store: StoreContext,
+  requests: readonly { key: OperationKey; requestKey: string; step: OperationRequestStep; input: Record<string, string>; answer: unknown; leaseToken: string | null }[],
+): Promise<void> {
+  if (requests.length === 0) return;
+  const now = store.now();
+  await store.db
+    .insertInto(REQUEST_TABLE)
+    .values(
+      requests.map((request) => ({
+        caller_did: request.key.callerDID,
+        operation_id: request.key.operationID,
+        request_key: request.requestKey,
+        step: request.step,
+        input: JSON.stringify(request.input),
+        answer: JSON.stringify(request.answer),
+        lease_token: request.leaseToken,
+        created_at: now,
+      })),
+    )
+    .onConflict((oc) => oc.columns(['caller_did', 'operation_id', 'request_key']).doNothing())
+    .execute();
+}
+
 /** A lease kept without its token (the token goes to its own column). */
 export const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, version: lease.version });
 /** A kept lease given its token back. */
