@@ -173,6 +173,8 @@ await describeWithStandby('postgres: a read standby that stops answering (frozen
     let frozenAt = 0;
     let outAt = 0;
     let routesAtFreeze = 0;
+    // Read while it is out: once thawed, its next check may put it back, clearing the error.
+    let errorWhenOut: string | null = null;
     try {
       await sleep(300);
       expect(routes.filter(([target]) => target === 'standby').length).toBeGreaterThan(0);
@@ -181,6 +183,7 @@ await describeWithStandby('postgres: a read standby that stops answering (frozen
       standbyProxy.freeze();
       await until(() => !router.standbys()[0]!.inRotation, DEADLINE_MS + MARGIN_MS, 'out of rotation');
       outAt = Date.now();
+      errorWhenOut = router.standbys()[0]!.lastError;
       await sleep(2 * DEADLINE_MS);
     } finally {
       running = false;
@@ -189,7 +192,8 @@ await describeWithStandby('postgres: a read standby that stops answering (frozen
     }
     expect(failures).toEqual([]);
     expect(outAt - frozenAt).toBeLessThan(DEADLINE_MS + MARGIN_MS);
-    expect(router.standbys()[0]!.lastError).toMatch(/timeout/i);
+    // Cut at its deadline: the statement's own timeout, or its connection ended by the deadline first.
+    expect(errorWhenOut).toMatch(/timeout|terminated/i);
     // Every read that was running or started during the freeze: one deadline at most, for those it caught on the standby.
     const duringFreeze = reads.filter((read) => read.started + read.took >= frozenAt);
     expect(duringFreeze.length).toBeGreaterThan(10);
