@@ -43,23 +43,33 @@ export interface NetworkStats {
 }
 
 /** The request key and operation name of a GraphQL POST body, when it has them. */
-function keyOf(body: Buffer): string | undefined {
+function keysOf(body: Buffer): string[] {
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as { variables?: { input?: { requestKey?: unknown } } };
-    const key = parsed.variables?.input?.requestKey;
-    return typeof key === 'string' ? key : undefined;
+    const parsed = JSON.parse(body.toString('utf8')) as { variables?: { input?: { requestKey?: unknown; items?: { requestKey?: unknown }[] } } };
+    const input = parsed.variables?.input;
+    // A batch of steps (startOperationAttempts, …): each item is its own keyed request.
+    if (Array.isArray(input?.items)) return input.items.map((item) => (typeof item?.requestKey === 'string' ? item.requestKey : ''));
+    const key = input?.requestKey;
+    return typeof key === 'string' ? [key] : [];
   } catch {
-    return undefined;
+    return [];
   }
 }
 
-/** The answer's `data`, as JSON text without `replayed` (what a replay must repeat). */
-function dataOf(answer: Buffer): string {
+/**
+ * Each keyed request's answer, as JSON text without `replayed` (what a
+ * replay must repeat): the mutation's payload, or a batch's result for each
+ * item in order. The same step answers alike whether it went alone or in a batch.
+ */
+function answersOf(answer: Buffer, count: number): string[] {
   try {
-    const data = (JSON.parse(answer.toString('utf8')) as { data?: unknown }).data ?? null;
-    return JSON.stringify(data, (key, value: unknown) => (key === 'replayed' ? undefined : value));
+    const data = (JSON.parse(answer.toString('utf8')) as { data?: Record<string, unknown> | null }).data ?? null;
+    const field = data === null ? null : (Object.values(data)[0] as { results?: unknown[] } | null);
+    const text = (value: unknown) => JSON.stringify(value ?? null, (key, inner: unknown) => (key === 'replayed' ? undefined : inner));
+    if (field !== null && field !== undefined && Array.isArray(field.results) && field.results.length === count) return field.results.map(text);
+    return Array.from({ length: count }, () => text(field));
   } catch {
-    return 'unparsable';
+    return Array.from({ length: count }, () => 'unparsable');
   }
 }
 
@@ -116,24 +126,29 @@ export async function startFaultProxy(target: string, faults: Partial<NetworkFau
       }
       stats.forwarded++;
       const body = Buffer.concat(chunks);
-      const requestKey = keyOf(body);
+      const requestKeys = keysOf(body);
       forward(incoming, body, (answer) => {
         const parts: Buffer[] = [];
         answer.on('data', (chunk: Buffer) => parts.push(chunk));
         answer.on('end', () => {
-          const data = requestKey === undefined || answer.statusCode !== 200 ? undefined : dataOf(Buffer.concat(parts));
-          const lostBefore = requestKey === undefined ? undefined : lost.get(requestKey);
-          if (lostBefore !== undefined && data !== undefined) {
+          const keyed = requestKeys.length > 0 && answer.statusCode === 200;
+          const answers = keyed ? answersOf(Buffer.concat(parts), requestKeys.length) : [];
+          requestKeys.forEach((requestKey, i) => {
+            const lostBefore = lost.get(requestKey);
+            const data = answers[i];
+            if (requestKey === '' || lostBefore === undefined || data === undefined) return;
             stats.resendsAfterLoss++;
             if (data === lostBefore) stats.replaysMatching++;
-            else if (isPayload(lostBefore)) stats.replayMismatches.push({ requestKey: requestKey!, lost: lostBefore, again: data });
-          }
+            else if (isPayload(lostBefore)) stats.replayMismatches.push({ requestKey, lost: lostBefore, again: data });
+          });
           // The server has answered (and committed, for a write): now the answer may be lost.
           if (Math.random() < rates.dropAnswerRate) {
             stats.lostAnswers++;
-            if (requestKey !== undefined && data !== undefined) {
+            if (keyed) {
               stats.lostWriteAnswers++;
-              if (lostBefore === undefined) lost.set(requestKey, data);
+              requestKeys.forEach((requestKey, i) => {
+                if (requestKey !== '' && !lost.has(requestKey)) lost.set(requestKey, answers[i]!);
+              });
             }
             fail();
             return;
