@@ -361,8 +361,10 @@ describe.skipIf(CHROMIUM === undefined)('the console’s live stream in a real b
           await first.waitForSelector(VIEWS[view].ready, { timeout: 15_000 });
         }
         await first.close();
-        for (const until = Date.now() + 3_000; Date.now() < until && proxy.open() > 0; ) await sleep(100);
-        expect(proxy.open(), `event streams open 3 s after the warm-up tab closed (${proxy.opened().join('; ')})`).toBe(0);
+        // Chrome tears the closed tab's worker down on its own schedule: under the full suite's load it took over
+        // 3 s once in four runs (a stream opened by the tab's last view was still open), never 8 s.
+        for (const until = Date.now() + 8_000; Date.now() < until && proxy.open() > 0; ) await sleep(100);
+        expect(proxy.open(), `event streams open 8 s after the warm-up tab closed (${proxy.opened().join('; ')})`).toBe(0);
 
         // Twelve tabs open at once, three of each view. Their loads start one after another, each once the one
         // before has rendered: twelve cold renderers compiling the bundle together take 4-7 s on a 2-core machine
