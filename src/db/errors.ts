@@ -67,3 +67,12 @@ export function isClientDeadline(error: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Whether `error` is Postgres's unique violation (23505), on `constraint`
+ * when named: a statement that collided on a key, and wrote nothing.
+ */
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const failure = error as { code?: unknown; constraint?: unknown } | null;
+  return failure !== null && typeof failure === 'object' && failure.code === '23505' && (constraint === undefined || failure.constraint === constraint);
+}

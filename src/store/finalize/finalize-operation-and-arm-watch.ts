@@ -8,6 +8,7 @@ import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import { digestInput, runKeyedRequest, STEP_REQUEST, type RowAnswerCodec } from '../operations/requests.js';
 import type { FencedStepAnswer } from '../operations/fenced-step.js';
 import { sql, type QueryCreator } from 'kysely';
+import { isUniqueViolation } from '../../db/errors.js';
 import { CHANGE_CHANNEL, CHANGE_KIND_CODES } from '../change-channel.js';
 import { newGenerationValues, newWatchValues, supersededWatches, WATCH_IDENTITY_COLUMNS, WATCH_SLOT_LOCK_CLASS, watchSlotKey } from '../projection-watches/watch-predicates.js';
 import { rowToProjectionWatch } from '../projection-watches/row.js';
@@ -239,13 +240,13 @@ export async function finalizeOperationStep(
 ): Promise<FencedStepAnswer<FinalizeOperationResult>> {
   if (store.dialect === 'postgres' && !store.db.isTransaction) {
     const now = store.now();
-    const { identity, documentID } = { identity: input.watchIdentity, documentID: input.documentID };
+    const identity = input.watchIdentity;
     const values = {
       ...commitValues(input, now),
       ...identity,
       observedWinnerDigest: input.currentWinnerDigest,
       watchNodeKey: store.getRandomID(),
-      slot: watchSlotKey({ ownerDID: identity.ownerDID, model: identity.model, documentID }),
+      slot: watchSlotKey({ ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID }),
     };
     try {
       const { rows } =
@@ -258,8 +259,7 @@ export async function finalizeOperationStep(
       }
     } catch (error) {
       // Nothing was written; the transaction below judges it (a recorded key's answer, another watch of the document).
-      const failure = error as { code?: unknown };
-      if (failure?.code !== '23505') throw error;
+      if (!isUniqueViolation(error)) throw error;
     }
   }
   const keyed = request === undefined ? undefined : { key: input.key, requestKey: request.requestKey, step: 'finalizeOperation' as const, input: request.input };

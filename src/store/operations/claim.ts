@@ -7,12 +7,11 @@ import { takeOverLease } from './takeover.js';
 import { OPERATION_OPS, type ConnectorOperation, type OperationLease } from './types.js';
 import { requireNonEmptyString, requireOneOf, requirePositiveMs } from '../validate.js';
 import { insertOperation, newOperationInsert, newOperationValues, type NewOperationValues, type OperationWriteInput } from './insert.js';
-import { sql, type QueryCreator } from 'kysely';
-import { OPERATION_COLUMNS } from '../../db/tables.js';
-import { notifyOperationChanged } from '../change-channel.js';
+import type { QueryCreator } from 'kysely';
 import { prepared } from '../prepared.js';
 import { digestInput, REQUEST_KEY_CONSTRAINT, runKeyedRequest, STEP_REQUEST, withToken, withoutToken, type RowAnswerCodec } from './requests.js';
-import type { FencedStepAnswer } from './fenced-step.js';
+import { selectWritten, type FencedStepAnswer } from './fenced-step.js';
+import { isUniqueViolation } from '../../db/errors.js';
 
 /** What {@link claimOperation} needs: the idempotency key, the write it stands for, and the lease length. */
 export interface ClaimOperationInput extends OperationWriteInput {
@@ -94,7 +93,7 @@ function claimStatement(keyed: boolean) {
   return prepared((db, v: NewOperationValues & { requestKey?: string; requestInput?: string }) => {
     let query: any = db.with('u', (qc) => newOperationInsert(qc, v));
     if (keyed) query = query.with('r', (qc: QueryCreator<any>) => STEP_REQUEST(qc, { requestKey: v.requestKey, step: 'claimOperation', input: v.requestInput, now: v.now }, true));
-    return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
+    return selectWritten(query);
   });
 }
 
@@ -126,8 +125,7 @@ export async function claimOperationStep(
       if (row !== undefined) return { answer: claimed(row, token), replayed: false, announced: true };
     } catch (error) {
       // The request key was recorded for this key before (its row since deleted): judged below, as a resend.
-      const failure = error as { code?: unknown; constraint?: unknown };
-      if (failure?.code !== '23505' || failure.constraint !== REQUEST_KEY_CONSTRAINT) throw error;
+      if (!isUniqueViolation(error, REQUEST_KEY_CONSTRAINT)) throw error;
     }
   }
   const keyed = request === undefined ? undefined : { key: { callerDID: input.callerDID, operationID: input.operationID }, requestKey: request.requestKey, step: 'claimOperation' as const, input: request.input };

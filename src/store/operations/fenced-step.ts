@@ -22,6 +22,7 @@ import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/ta
 import { notifyOperationChanged } from '../change-channel.js';
 import type { StoreContext } from '../context.js';
 import { NotFoundError, StaleLeaseError } from '../errors.js';
+import { isUniqueViolation } from '../../db/errors.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
 import { rowHas } from '../row-checks.js';
 import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
@@ -108,8 +109,17 @@ function stepStatement<V extends object, A>(definition: FencedStepDefinition<V, 
     const { history } = definition;
     if (history !== undefined) query = query.with('h', (qc: QueryCreator<any>) => history(qc, v.now));
     if (keyed) query = query.with('r', (qc: QueryCreator<any>) => STEP_REQUEST(qc, { requestKey: v.requestKey, step: definition.step, input: v.requestInput, now: v.now }, definition.grantsLease));
-    return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
+    return selectWritten(query);
   });
+}
+
+/**
+ * The final SELECT of a one-statement write whose CTE `u` returned the
+ * operation's row: the row, and the NOTIFY of its change, sent once per row
+ * the statement wrote (none when it wrote nothing).
+ */
+export function selectWritten(query: any) {
+  return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
 }
 
 /** The prepared statements of each definition, made on first use. */
@@ -133,11 +143,6 @@ async function selectVisibleRow(store: StoreContext, target: FencedStepTarget): 
 }
 
 const SELECT_BY_NODE_KEY = prepared((db, v: { nodeKey: string }) => db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS).where('node_key', '=', v.nodeKey));
-
-function isUniqueViolation(error: unknown, constraint: string): boolean {
-  const failure = error as { code?: unknown; constraint?: unknown } | null;
-  return failure !== null && typeof failure === 'object' && failure.code === '23505' && failure.constraint === constraint;
-}
 
 function requireCall(call: FencedStepCall): void {
   // An id of another type decodes to no node key: the same answer as an unknown id.
