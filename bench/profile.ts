@@ -69,6 +69,13 @@ function packageOf(url: string): string {
 /** The project's own code (not node_modules), whose functions get inclusive times. */
 const OWN = /\/work\/[^/]+\/(src|resolvers|schema|bench)\//;
 
+/**
+ * Kysely's statement building: its builders, parsers, operation nodes and
+ * compiler (not its executor, whose time includes the driver's). Issue 40
+ * item 2: under 3 % of a request once statements are prepared (src/store/prepared.ts).
+ */
+const BUILDING = /\/node_modules\/kysely\/dist\/[^/]+\/(query-builder|query-compiler|query-creator|parser|operation-node|expression|raw-builder|dynamic|schema)\//;
+
 /** A function by name and file (project files by path, packages by name); lines are of the transpiled code. */
 const nameOf = (frame: ProfileNode['callFrame']) => {
   const own = OWN.exec(frame.url);
@@ -86,6 +93,7 @@ function summarise(profile: Profile, from: number, to: number) {
   const inclusive = new Map<string, number>();
   let time = profile.startTime;
   let total = 0;
+  let building = 0;
   for (let i = 0; i < profile.samples.length; i++) {
     time += profile.timeDeltas[i]!;
     if (time < from || time > to) continue;
@@ -98,16 +106,19 @@ function summarise(profile: Profile, from: number, to: number) {
     functions.set(nameOf(frame), (functions.get(nameOf(frame)) ?? 0) + delta);
     // Inclusive time of the project's own functions: each once per sample, however deep the recursion.
     const seen = new Set<string>();
+    let builds = false;
     for (let id: number | undefined = profile.samples[i]; id !== undefined; id = parents.get(id)) {
       const caller = byID.get(id)!.callFrame;
+      builds ||= BUILDING.test(caller.url);
       if (!ALL && !OWN.test(caller.url)) continue;
       const name = nameOf(caller);
       if (seen.has(name)) continue;
       seen.add(name);
       inclusive.set(name, (inclusive.get(name) ?? 0) + delta);
     }
+    if (builds) building += delta;
   }
-  return { total, packages, functions, inclusive };
+  return { total, packages, functions, inclusive, building };
 }
 
 function table(title: string, entries: Map<string, number>, total: number, top: number): void {
@@ -158,9 +169,10 @@ async function main(): Promise<void> {
     const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'));
     if (file === undefined) throw new Error(`no profile written in ${profileDir}`);
     const profile = JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as Profile;
-    const { total, packages, functions, inclusive } = summarise(profile, from, to);
+    const { total, packages, functions, inclusive, building } = summarise(profile, from, to);
     console.log(`\n## ${TARGET} on ${DIALECT}: ${scenario.name}`);
     console.log(`\n${measured.rps.toFixed(0)} per s, ${measured.cpuMsPerRequest.toFixed(2)} CPU ms per unit; ${(total / 1_000).toFixed(0)} ms busy in the window; profile: ${join(profileDir, file)}`);
+    console.log(`\nStatement building (Kysely's builders and compiler, inclusive): ${((100 * building) / total).toFixed(1)} % (${(building / 1_000).toFixed(0)} ms)`);
     table('Self time by package', packages, total, TOP);
     table('Self time by function', functions, total, TOP);
     table("Inclusive time of the project's own functions", inclusive, total, TOP);

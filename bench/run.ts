@@ -14,6 +14,7 @@ import { runStartupMemoryBench } from './startup-memory.js';
 import { runStatementCountBench } from './statement-count.js';
 import { runThroughputBench } from './throughput.js';
 import { runWriteBackWorkersBench } from './write-back-workers.js';
+import { runWritePathBench } from './write-path.js';
 
 const started = Date.now();
 await runStatementCountBench();
@@ -26,6 +27,7 @@ await runReadStandbysBench();
 await runInstructionsBench(['list']);
 await runAllocationBench('list');
 await runConsoleBench();
+await runWritePathBench();
 await runWriteBackWorkersBench();
 await runQueuePeerBench();
 console.log(`\n_Benchmarks finished in ${((Date.now() - started) / 1000).toFixed(1)} s._`);

@@ -8,7 +8,9 @@
  *
  *   PORT=4100 DATABASE_URL=postgres://…|sqlite:PATH npx tsx bench/baselines/raw-sql.ts
  *
- * POST / with `{ "op": "list" | "claim" | "start" | "sent" | "finalize", … }`.
+ * POST / with `{ "op": "list" | "claim" | "start" | "sent" | "finalize" | "enqueue", … }`: the
+ * fenced steps take the app's input (`id`, `version`, `leaseToken`, and `sendMarker` or
+ * `documentID` and `sourceID`), `enqueue` takes `operationIDs`.
  *
  * With BASELINE=yoga the same functions are served as GraphQL by a bare
  * graphql-yoga (an SDL schema with just the fields the benchmark selects, no
@@ -25,6 +27,7 @@ import { useCompiledExecution } from '../../src/server/jit.js';
 import { JSONResolver } from 'graphql-scalars';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
+import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS } from '../../src/db/tables.js';
 
 const url = process.env.DATABASE_URL ?? '';
 const CALLER = process.env.BENCH_CALLER ?? 'did:key:zBenchCaller';
@@ -119,9 +122,6 @@ const iso = (ms: unknown) => new Date(Number(ms)).toISOString();
 const notify = async (kind: string, ...nodeKeys: unknown[]) => {
   if (db.notify) await db.query('select pg_notify(?, ?)', ['kubun_connector_changes', nodeKeys.map((k) => `${kind}:${k}`).join(' ')]);
 };
-// The store's fence: the key finds the row, the rest is checked on it (src/store/row-checks.ts).
-const fence = 'caller_did = ? and operation_id = ? and (version is not distinct from ? and lease_token is not distinct from ?)';
-const byKey = 'select * from kubun_connector_operation where caller_did = ? and operation_id = ?';
 
 async function list(first: number) {
   // As the store reads every tenant's rows (ACROSS_TENANTS, src/store/page.ts): the condition that admits the partial newest-first index.
@@ -153,23 +153,47 @@ async function list(first: number) {
   };
 }
 
+// On Postgres each write-back step is one statement, as the store's (src/store/operations/fenced-step.ts, claim.ts,
+// src/store/finalize/): the write in a CTE `u`, what goes beside it from `u`, and the NOTIFY of the change in the final
+// SELECT; on SQLite, the step's statements in one transaction, as the store runs them there.
+const OPERATION = OPERATION_COLUMNS.join(', ');
+const WATCH = PROJECTION_WATCH_COLUMNS.join(', ');
+const written = (also = '') => `select ${OPERATION_COLUMNS.map((c) => `u.${c}`).join(', ')}${also}, pg_notify('kubun_connector_changes', 'o:' || u.node_key) as notified from u`;
+const byKey = `select ${OPERATION} from kubun_connector_operation where caller_did = ? and operation_id = ?`;
+const byNodeKey = `select ${OPERATION} from kubun_connector_operation where node_key in (?)`;
+const visibleTo = '(cast(? as text) is null or caller_did is not distinct from ? or owner_did is not distinct from ?)';
+const fencedByNodeKey = `node_key = ? and (${visibleTo} and version is not distinct from ? and lease_token is not distinct from ? and state is not distinct from 'attempted') and lease_expires_at > ?`;
+const fencedValues = (body: Fenced, now: number) => [nodeKeyOf(body.id), CALLER, CALLER, CALLER, body.version, body.leaseToken, now];
+/** A fenced step's input as the API's: the operation's id, the lease, and the step's own fields. */
+interface Fenced {
+  id: string;
+  version: number;
+  leaseToken: string;
+  sendMarker?: string;
+  documentID?: string;
+  sourceID?: string;
+}
+/** The node key an operation's id names, as the API decodes it. */
+const nodeKeyOf = (operationID: string) => Buffer.from(operationID, 'base64url').toString('utf8').slice('ConnectorOperation:'.length);
+
+const NEW_OPERATION = `(caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, document_id, deterministic_event_id,
+  payload_hash, reissue_intent, send_timeout_ms, state, attempts, next_attempt_at, version, incarnation, lease_token, lease_expires_at, created_at, updated_at)`;
+const newOperationValues = (operationID: string, now: number, token: string | null, leaseExpiresAt: number | null) =>
+  [CALLER, operationID, randomBytes(16).toString('base64url'), CALLER, 'google', 'calendar.event', 'create', 'account-1', 'primary', null, null,
+    `event-${operationID}`, `hash-${operationID}`, 'none', null, 'attempted', 0, now, 0, randomBytes(16).toString('base64url'), token, leaseExpiresAt, now, now];
+const ROW = '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
+
 async function claim(operationID: string) {
   const now = Date.now();
   // As the store: insert first, read only when the key exists.
   const token = randomBytes(16).toString('base64url');
-  const [row] = await db.query(
-    `insert into kubun_connector_operation
-       (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, deterministic_event_id,
-        payload_hash, reissue_intent, state, attempts, next_attempt_at, version, incarnation, lease_token, lease_expires_at, created_at, updated_at)
-     values (?, ?, ?, ?, 'google', 'calendar.event', 'create', 'account-1', 'primary', null, ?, ?, 'none', 'attempted', 0, ?, 0, ?, ?, ?, ?, ?)
-     on conflict (caller_did, operation_id) do nothing returning *`,
-    [CALLER, operationID, randomBytes(16).toString('base64url'), CALLER, `event-${operationID}`, `hash-${operationID}`, now, randomBytes(16).toString('base64url'), token, now + LEASE_MS, now, now],
-  );
+  const insert = `insert into kubun_connector_operation ${NEW_OPERATION} values ${ROW} on conflict (caller_did, operation_id) do nothing returning ${OPERATION}`;
+  const values = newOperationValues(operationID, now, token, now + LEASE_MS);
+  const [row] = db.notify ? await db.query(`with u as (${insert}) ${written()}`, values) : await db.query(insert, values);
   if (row === undefined) {
     await db.query(byKey, [CALLER, operationID]);
     return { data: { claimOperation: { outcome: 'IN_FLIGHT' } } };
   }
-  await notify('o', row.node_key);
   return {
     data: {
       claimOperation: {
@@ -181,85 +205,142 @@ async function claim(operationID: string) {
   };
 }
 
-// Start and mark-sent as the store runs them: the operation read by its id first (the API's node
-// argument), then the fenced update and its attempt-history write in one transaction, then the notice.
-const newestOpen = `caller_did = ? and operation_id = ? and ended_at is null
-  and seq = (select max(seq) from kubun_connector_operation_history where caller_did = ? and operation_id = ?)`;
+const START_SET = 'attempts = attempts + 1, send_marker = null, send_deadline_at = null, last_kind = null, last_http_status = null, updated_at = ?';
+const SENT_SET = 'send_marker = ?, send_deadline_at = ? + coalesce(null, send_timeout_ms, 30000), updated_at = ?';
+const newestSeq = (alias: string, of: string) => `(select max(${alias}.seq) from kubun_connector_operation_history as ${alias} where ${alias}.caller_did = ${of}.caller_did and ${alias}.operation_id = ${of}.operation_id)`;
 
-async function start(body: { operationID: string; version: number; leaseToken: string }) {
+async function start(body: Fenced) {
   const now = Date.now();
-  await db.query(byKey, [CALLER, body.operationID]);
-  const row = await db.transaction(async (query) => {
-    const [updated] = await query(
-      `update kubun_connector_operation set attempts = attempts + 1, send_marker = null, last_kind = null, last_http_status = null, updated_at = ?
-       where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
-      [now, CALLER, body.operationID, body.version, body.leaseToken, now],
+  let row: Record<string, unknown> | undefined;
+  if (db.notify) {
+    [row] = await db.query(
+      `with u as (update kubun_connector_operation set ${START_SET} where ${fencedByNodeKey} and (send_marker is null or last_kind is not null) returning ${OPERATION}),
+       h as (insert into kubun_connector_operation_history (caller_did, operation_id, seq, kind, attempt, started_at)
+         select u.caller_did, u.operation_id, coalesce(${newestSeq('h', 'u')}, 0) + 1 as seq, 'attempt' as kind, u.attempts, ? as started_at from u)
+       ${written()}`,
+      [now, ...fencedValues(body, now), now],
     );
-    await query(
-      `insert into kubun_connector_operation_history (caller_did, operation_id, seq, kind, attempt, started_at)
-       select ?, ?, coalesce(max(seq), 0) + 1, 'attempt', ?, ? from kubun_connector_operation_history where caller_did = ? and operation_id = ?`,
-      [CALLER, body.operationID, updated!.attempts, now, CALLER, body.operationID],
-    );
-    return updated!;
-  });
-  await notify('o', row.node_key);
-  return { data: { startOperationAttempt: { operation: { id: id('ConnectorOperation', row.node_key), attempts: row.attempts } } } };
+  } else {
+    row = await db.transaction(async (query) => {
+      const [updated] = await query(`update kubun_connector_operation set ${START_SET} where ${fencedByNodeKey} and (send_marker is null or last_kind is not null) returning ${OPERATION}`, [now, ...fencedValues(body, now)]);
+      await query(
+        `insert into kubun_connector_operation_history (caller_did, operation_id, seq, kind, attempt, started_at)
+         select ?, ?, coalesce(max(seq), 0) + 1, 'attempt', ?, ? from kubun_connector_operation_history where caller_did = ? and operation_id = ?`,
+        [CALLER, updated!.operation_id, updated!.attempts, now, CALLER, updated!.operation_id],
+      );
+      return updated;
+    });
+  }
+  return { data: { startOperationAttempt: { operation: { id: id('ConnectorOperation', row!.node_key), attempts: row!.attempts } } } };
 }
 
-async function sent(body: { operationID: string; version: number; leaseToken: string }) {
+async function sent(body: Fenced) {
   const now = Date.now();
-  await db.query(byKey, [CALLER, body.operationID]);
-  const row = await db.transaction(async (query) => {
-    const [updated] = await query(
-      `update kubun_connector_operation set send_marker = ?, updated_at = ? where ${fence} and state is not distinct from 'attempted' and lease_expires_at > ? returning *`,
-      [`marker-${body.operationID}`, now, CALLER, body.operationID, body.version, body.leaseToken, now],
+  const marker = String(body.sendMarker);
+  let row: Record<string, unknown> | undefined;
+  if (db.notify) {
+    [row] = await db.query(
+      `with u as (update kubun_connector_operation set ${SENT_SET} where ${fencedByNodeKey} and send_marker is null returning ${OPERATION}),
+       h as (update kubun_connector_operation_history as h set sent_at = ? from u
+         where h.caller_did = u.caller_did and h.operation_id = u.operation_id and h.ended_at is null and h.seq = ${newestSeq('m', 'u')})
+       ${written()}`,
+      [marker, now, now, ...fencedValues(body, now), now],
     );
-    await query(`update kubun_connector_operation_history set sent_at = ? where ${newestOpen}`, [now, CALLER, body.operationID, CALLER, body.operationID]);
-    return updated!;
-  });
-  await notify('o', row.node_key);
-  return { data: { markOperationSent: { operation: { id: id('ConnectorOperation', row.node_key) } } } };
+  } else {
+    row = await db.transaction(async (query) => {
+      const [updated] = await query(`update kubun_connector_operation set ${SENT_SET} where ${fencedByNodeKey} and send_marker is null returning ${OPERATION}`, [marker, now, now, ...fencedValues(body, now)]);
+      await query(
+        `update kubun_connector_operation_history set sent_at = ? where caller_did = ? and operation_id = ? and ended_at is null
+           and seq = (select max(seq) from kubun_connector_operation_history where caller_did = ? and operation_id = ?)`,
+        [now, CALLER, updated!.operation_id, CALLER, updated!.operation_id],
+      );
+      return updated;
+    });
+  }
+  return { data: { markOperationSent: { operation: { id: id('ConnectorOperation', row!.node_key) } } } };
 }
 
-async function finalize(body: { operationID: string; version: number; leaseToken: string }) {
+const COMMIT_SET = `state = 'committed', document_id = ?, result_entity = ?, updated_at = ?, lease_token = null, lease_expires_at = null,
+  finalized_lease_digest = ?, finalized_input = ?, last_error = null`;
+const COMMIT_FENCE = `caller_did = ? and operation_id = ? and ((state is not distinct from 'attempted' or state is not distinct from 'committed')
+  and version is not distinct from ? and lease_token is not distinct from ? and (document_id is null or document_id = ?))`;
+const OTHER_WATCHES = `owner_did = ? and model = ? and document_id = ? and (connector_name != ? or account_key != ? or source_id != ?)`;
+const NEW_WATCH = `owner_did, connector_name, model, account_key, source_id, node_key, document_id, verified_state_digest, observed_winner_digest,
+  verification_status, verification_attempts, repair_generation, next_attempt_at, claimed_until, defer_reason, version, created_at, updated_at`;
+const REARM = `repair_generation = kubun_connector_projection_watch.repair_generation + 1, verification_attempts = 0,
+  verification_status = 'pending_verification', next_attempt_at = excluded.next_attempt_at, claimed_until = null, defer_reason = null,
+  version = kubun_connector_projection_watch.version + 1, updated_at = excluded.updated_at, observed_winner_digest = null, verified_state_digest = null`;
+
+async function finalize(body: Fenced) {
   const now = Date.now();
-  const documentID = `doc-${body.operationID}`;
-  // The app reads the operation by its node id before the transaction; so does the baseline (by key).
-  await db.query(byKey, [CALLER, body.operationID]);
-  const { op, watch } = await db.transaction(async (query) => {
-    const [op] = await query(
-      `update kubun_connector_operation set state = 'committed', document_id = ?, result_entity = ?, updated_at = ?, lease_token = null,
-         lease_expires_at = null, finalized_lease_digest = ?
-       where ${fence} and (state is not distinct from 'attempted' or state is not distinct from 'committed') returning *`,
-      [documentID, '{"id":"remote-1"}', now, 'digest', CALLER, body.operationID, body.version, body.leaseToken],
+  const documentID = String(body.documentID);
+  const sourceID = String(body.sourceID);
+  const slot = JSON.stringify([CALLER, 'calendar.event', documentID]);
+  // The app loads the operation by its node id first (the API's node argument), then commits it by its key; so does the baseline.
+  const [loaded] = await db.query(byNodeKey, [nodeKeyOf(body.id)]);
+  const commit = [documentID, '{"id":"remote-1"}', now, 'digest', `{"sourceID":"${sourceID}"}`, CALLER, loaded!.operation_id, body.version, body.leaseToken, documentID];
+  const other = [CALLER, 'calendar.event', documentID, 'google', 'account-1', sourceID];
+  const watch = [CALLER, 'google', 'calendar.event', 'account-1', sourceID, randomBytes(16).toString('base64url'), documentID, null, null, 'pending_verification', 0, 0, now, null, null, 0, now, now];
+  let op: Record<string, unknown>;
+  let watchKey: unknown;
+  if (db.notify) {
+    const [row] = await db.query(
+      `with u as (update kubun_connector_operation set ${COMMIT_SET} where ${COMMIT_FENCE} returning ${OPERATION}),
+       l as (select pg_advisory_xact_lock(1347895636, hashtext(?)) as locked from u),
+       d as (delete from kubun_connector_projection_watch where ${OTHER_WATCHES} and exists (select 1 from l) returning node_key),
+       w as (insert into kubun_connector_projection_watch (${NEW_WATCH})
+         select ${NEW_WATCH.split(',').map(() => '?').join(', ')} from u where (select count(*) from d) >= 0
+         on conflict (owner_did, connector_name, model, account_key, source_id) do update set ${REARM} returning ${WATCH})
+       select ${OPERATION_COLUMNS.map((c) => `u.${c}`).join(', ')}, ${PROJECTION_WATCH_COLUMNS.map((c) => `w.${c} as watch_${c}`).join(', ')},
+         pg_notify('kubun_connector_changes', 'o:' || u.node_key || ' w:' || w.node_key) as notified from u, w`,
+      [...commit, slot, ...other, ...watch],
     );
-    if (db.notify) await query('select pg_advisory_xact_lock(?, hashtext(?))', [7, JSON.stringify([CALLER, 'calendar.event', documentID])]);
-    await query(
-      `delete from kubun_connector_projection_watch where owner_did = ? and model = ? and document_id = ?
-         and not (connector_name = ? and account_key = ? and source_id = ?)`,
-      [CALLER, 'calendar.event', documentID, 'google', 'account-1', `src-${body.operationID}`],
-    );
-    const [watch] = await query(
-      `insert into kubun_connector_projection_watch
-         (owner_did, connector_name, model, account_key, source_id, node_key, document_id, observed_winner_digest, verification_status,
-          verification_attempts, repair_generation, next_attempt_at, version, created_at, updated_at)
-       values (?, 'google', 'calendar.event', 'account-1', ?, ?, ?, null, 'pending_verification', 0, 0, ?, 0, ?, ?)
-       on conflict (owner_did, connector_name, model, account_key, source_id) do update set
-         repair_generation = kubun_connector_projection_watch.repair_generation + 1, verification_status = 'pending_verification',
-         verification_attempts = 0, next_attempt_at = excluded.next_attempt_at, version = kubun_connector_projection_watch.version + 1,
-         updated_at = excluded.updated_at
-       returning *`,
-      [CALLER, `src-${body.operationID}`, randomBytes(16).toString('base64url'), documentID, now, now, now],
-    );
-    return { op: op!, watch: watch! };
-  });
-  await notify('o', op.node_key);
+    op = row!;
+    watchKey = row!.watch_node_key;
+  } else {
+    ({ op, watchKey } = await db.transaction(async (query) => {
+      const [updated] = await query(`update kubun_connector_operation set ${COMMIT_SET} where ${COMMIT_FENCE} returning ${OPERATION}`, commit);
+      await query(`delete from kubun_connector_projection_watch where ${OTHER_WATCHES}`, other);
+      const [armed] = await query(
+        `insert into kubun_connector_projection_watch (${NEW_WATCH}) values (${NEW_WATCH.split(',').map(() => '?').join(', ')})
+         on conflict (owner_did, connector_name, model, account_key, source_id) do update set ${REARM} returning ${WATCH}`,
+        watch,
+      );
+      return { op: updated!, watchKey: armed!.node_key };
+    }));
+  }
   return {
     data: {
       finalizeOperation: {
         finalized: true,
         operation: { id: id('ConnectorOperation', op.node_key), state: 'COMMITTED', documentID },
-        watch: { id: id('ProjectionWatch', watch.node_key) },
+        watch: { id: id('ProjectionWatch', watchKey) },
+      },
+    },
+  };
+}
+
+/** A batch of new operations as the store enqueues one (src/store/operations/insert.ts, requests.ts): two multi-row INSERTs in a transaction, then one NOTIFY. */
+async function enqueue(operationIDs: readonly string[]) {
+  const now = Date.now();
+  const rows = await db.transaction(async (query) => {
+    const inserted = await query(
+      `insert into kubun_connector_operation ${NEW_OPERATION} values ${operationIDs.map(() => ROW).join(', ')} on conflict (caller_did, operation_id) do nothing returning ${OPERATION}`,
+      operationIDs.flatMap((operationID) => newOperationValues(operationID, now, null, null)),
+    );
+    await query(
+      `insert into kubun_connector_operation_request (caller_did, operation_id, request_key, step, input, answer, lease_token, created_at)
+       values ${inserted.map(() => '(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} on conflict (caller_did, operation_id, request_key) do nothing`,
+      inserted.flatMap((row) => [CALLER, row.operation_id, '', 'enqueueOperation', `{"operationID":"${String(row.operation_id)}"}`, JSON.stringify(row), null, now]),
+    );
+    return inserted;
+  });
+  await notify('o', ...rows.map((row) => row.node_key));
+  return {
+    data: {
+      enqueueOperations: {
+        conflicts: 0,
+        results: rows.map((row) => ({ outcome: 'CREATED', operation: { id: id('ConnectorOperation', row.node_key) } })),
       },
     },
   };
@@ -281,6 +362,7 @@ function yogaOverSameSQL() {
       startOperationAttempt(input: StartOperationAttemptInput!): StartOperationAttemptResult!
       markOperationSent(input: MarkOperationSentInput!): MarkOperationSentResult!
       finalizeOperation(input: FinalizeOperationInput!): FinalizeOperationResult!
+      enqueueOperations(input: EnqueueOperationsInput!): EnqueueOperationsResult!
     }
     type OperationConnection { edges: [OperationEdge!]!, pageInfo: PageInfo! }
     type OperationEdge { node: Operation! }
@@ -295,6 +377,15 @@ function yogaOverSameSQL() {
     union MarkOperationSentResult = OperationPayload
     type FinalizeOperationPayload { finalized: Boolean!, operation: Operation, watch: Watch }
     union FinalizeOperationResult = FinalizeOperationPayload
+    type EnqueueOperationPayload { outcome: String!, operation: Operation! }
+    union EnqueueOperationsItemResult = EnqueueOperationPayload
+    type EnqueueOperationsPayload { conflicts: Int!, results: [EnqueueOperationsItemResult!]! }
+    union EnqueueOperationsResult = EnqueueOperationsPayload
+    input EnqueueOperationInput {
+      operationID: String!, connectorName: String!, model: String!, op: String!, accountKey: String!, target: String!,
+      deterministicEventID: String!, payloadHash: String!, reissueIntent: String!
+    }
+    input EnqueueOperationsInput { operations: [EnqueueOperationInput!]! }
     input ClaimOperationInput {
       operationID: String!, connectorName: String!, model: String!, op: String!, accountKey: String!, target: String!,
       deterministicEventID: String!, payloadHash: String!, reissueIntent: String!, leaseMs: Int!
@@ -302,16 +393,7 @@ function yogaOverSameSQL() {
     input StartOperationAttemptInput { id: ID!, version: Int!, leaseToken: String! }
     input MarkOperationSentInput { id: ID!, version: Int!, leaseToken: String!, sendMarker: String! }
     input FinalizeOperationInput { id: ID!, version: Int!, leaseToken: String!, documentID: String!, sourceID: String!, resultEntity: JSON }`;
-  // The floor's operation ids carry the idempotency key, so the fenced steps address rows as the raw handler does.
-  const floorID = (operationID: string) => Buffer.from(`Floor:${operationID}`).toString('base64url');
-  const fenced = (input: { id: string; version: number; leaseToken: string }) => ({
-    operationID: Buffer.from(input.id, 'base64url').toString('utf8').slice('Floor:'.length),
-    version: input.version,
-    leaseToken: input.leaseToken,
-  });
-  type Fenced = { input: { id: string; version: number; leaseToken: string } };
-  const withID = <T extends { operation?: { id: string } }>(payload: T, operationID: string): T =>
-    payload.operation === undefined ? payload : { ...payload, operation: { ...payload.operation, id: floorID(operationID) } };
+  type Step = { input: Fenced };
   return createYoga({
     schema: createSchema({
       typeDefs,
@@ -319,16 +401,19 @@ function yogaOverSameSQL() {
         JSON: JSONResolver,
         Query: { operations: async (_: unknown, args: { first: number }) => (await list(args.first)).data.operations },
         Mutation: {
-          claimOperation: async (_: unknown, args: { input: { operationID: string } }) =>
-            withID((await claim(args.input.operationID)).data.claimOperation as { operation?: { id: string } }, args.input.operationID),
-          startOperationAttempt: async (_: unknown, args: Fenced) => withID((await start(fenced(args.input))).data.startOperationAttempt, fenced(args.input).operationID),
-          markOperationSent: async (_: unknown, args: Fenced) => withID((await sent(fenced(args.input))).data.markOperationSent, fenced(args.input).operationID),
-          finalizeOperation: async (_: unknown, args: Fenced) => withID((await finalize(fenced(args.input))).data.finalizeOperation, fenced(args.input).operationID),
+          claimOperation: async (_: unknown, args: { input: { operationID: string } }) => (await claim(args.input.operationID)).data.claimOperation,
+          startOperationAttempt: async (_: unknown, args: Step) => (await start(args.input)).data.startOperationAttempt,
+          markOperationSent: async (_: unknown, args: Step) => (await sent(args.input)).data.markOperationSent,
+          finalizeOperation: async (_: unknown, args: Step) => (await finalize(args.input)).data.finalizeOperation,
+          enqueueOperations: async (_: unknown, args: { input: { operations: { operationID: string }[] } }) =>
+            (await enqueue(args.input.operations.map((o) => o.operationID))).data.enqueueOperations,
         },
         ClaimOperationResult: { __resolveType: () => 'ClaimOperationPayload' },
         StartOperationAttemptResult: { __resolveType: () => 'OperationPayload' },
         MarkOperationSentResult: { __resolveType: () => 'OperationPayload' },
         FinalizeOperationResult: { __resolveType: () => 'FinalizeOperationPayload' },
+        EnqueueOperationsItemResult: { __resolveType: () => 'EnqueueOperationPayload' },
+        EnqueueOperationsResult: { __resolveType: () => 'EnqueueOperationsPayload' },
       },
     }),
     logging: false,
@@ -349,6 +434,7 @@ const server = createServer(process.env.BASELINE === 'yoga' || process.env.BASEL
       : body.op === 'start' ? await start(body)
       : body.op === 'sent' ? await sent(body)
       : body.op === 'finalize' ? await finalize(body)
+      : body.op === 'enqueue' ? await enqueue(body.operationIDs)
       : undefined;
     if (answer === undefined) {
       response.writeHead(400).end();
