@@ -6,12 +6,13 @@
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { sweepDocument as sweepDocumentRows, type DocumentSweepResult } from '../src/store/document-sweep/index.js';
-import { LIVE_OPERATION_STATES, type ConnectorOperation } from '../src/store/operations/index.js';
+import type { GraphQLResolveInfo } from 'graphql';
+import { LIVE_OPERATION_STATES, type ConnectorOperation, type OperationShape } from '../src/store/operations/index.js';
 import { getSweepCandidatesByDocumentIDs, type SweepCandidate } from '../src/store/sweeps/index.js';
 import type { GraphQLContext } from './context.js';
 import { loadEntityTrimsByDocumentIDs } from './entity-trim.js';
 import { loadObservationRecordsByDocumentIDs, loadRepairsByDocumentIDs } from './observations.js';
-import { loadOperationsByDocumentIDs } from './operations.js';
+import { loadOperationsByDocumentIDs, selectedOperationShape } from './operations.js';
 import { canSeeOwned, requireService } from './viewer.js';
 import { watchByDocumentLoader } from './watches.js';
 
@@ -28,7 +29,6 @@ export async function loadSweepCandidatesByDocumentIDs(documentIDs: readonly str
 export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
   const options = { maxBatchSize: 500 };
   return {
-    operations: new DataLoader((ids: readonly string[]) => loadOperationsByDocumentIDs(ids, ctx), options),
     watch: watchByDocumentLoader(ctx),
     trim: new DataLoader((ids: readonly string[]) => loadEntityTrimsByDocumentIDs(ids, ctx), options),
     candidates: new DataLoader((ids: readonly string[]) => loadSweepCandidatesByDocumentIDs(ids, ctx), options),
@@ -36,6 +36,24 @@ export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
     repair: new DataLoader((ids: readonly string[]) => loadRepairsByDocumentIDs(ids, ctx), options),
   };
 });
+
+/** The request's loaders of each document's visible operations, one per shape read (each its own statement). */
+const operationLoaders = createContextCache(() => new Map<OperationShape, DataLoader<string, ConnectorOperation[]>>());
+
+function operationsLoader(ctx: GraphQLContext, shape: OperationShape): DataLoader<string, ConnectorOperation[]> {
+  const loaders = operationLoaders(ctx);
+  let loader = loaders.get(shape);
+  if (loader === undefined) {
+    loader = new DataLoader((ids: readonly string[]) => loadOperationsByDocumentIDs(ids, ctx, shape), { maxBatchSize: 500 });
+    loaders.set(shape, loader);
+  }
+  return loader;
+}
+
+/** `DocumentConnectorState.operations`: the document's visible operations, with the columns the selection needs. */
+export function documentOperations(documentID: string, ctx: GraphQLContext, info: GraphQLResolveInfo): Promise<ConnectorOperation[]> {
+  return operationsLoader(ctx, selectedOperationShape(info)).load(documentID);
+}
 
 /**
  * Whether the document has connector work the viewer can see: a watch, a
@@ -46,7 +64,8 @@ export const documentLoaders = createContextCache((ctx: GraphQLContext) => {
 export async function hasConnectorWork(documentID: string, ctx: GraphQLContext): Promise<boolean> {
   const loaders = documentLoaders(ctx);
   const [operations, watch, trim, candidates] = await Promise.all([
-    loaders.operations.load(documentID),
+    // Any shape has the state: the loader `operations` already made, if any, so the two share a statement.
+    (operationLoaders(ctx).values().next().value ?? operationsLoader(ctx, 'brief')).load(documentID),
     loaders.watch.load(documentID),
     loaders.trim.load(documentID),
     loaders.candidates.load(documentID),

@@ -13,7 +13,9 @@ import { ATTEMPT_HISTORY_ORDER, NEWEST_FIRST } from '../src/store/page.js';
 import { ConnectionCursors, forwardPageRequest, pageRequest, toConnection, type ConnectionArgs } from './pagination.js';
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
+import type { GraphQLResolveInfo } from 'graphql';
 import { announce, announceAll } from './changes.js';
+import { selectedFieldNames } from './selection.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
 /** Cursors of `operations`: they name the connection, so another list's cursor is refused. */
@@ -45,10 +47,76 @@ export async function loadOperationsByNodeKeys(nodeKeys: readonly string[], ctx:
   return rows.map((op) => (op !== null && canSeeOperation(ctx.viewer, op) ? op : null));
 }
 
-/** Batch loader of a document's visible operations, newest first. */
-export async function loadOperationsByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext): Promise<ConnectorOperation[][]> {
-  const byDocument = await operations.getOperationsByDocumentIDs(ctx.store, documentIDs);
-  return documentIDs.map((id) => (byDocument.get(id) ?? []).filter((op) => canSeeOperation(ctx.viewer, op)));
+/** The request's loaders of operation nodes for `node` and `nodes`, one per shape read (each its own statement). */
+const operationNodeLoaders = createContextCache(() => new Map<operations.OperationShape, DataLoader<string, ConnectorOperation | null>>());
+
+/**
+ * `node` and `nodes` for operations: the visible operations of `nodeKeys`
+ * (null where missing or invisible), read with the columns the selection
+ * on `ConnectorOperation` needs, batched per request and shape. Mutations
+ * load their operation whole, through the node type's own loader.
+ */
+export function loadOperationNodes(nodeKeys: readonly string[], ctx: GraphQLContext, info: GraphQLResolveInfo): Promise<(ConnectorOperation | null)[]> {
+  const shape = selectedOperationShape(info);
+  const loaders = operationNodeLoaders(ctx);
+  let loader = loaders.get(shape);
+  if (loader === undefined) {
+    loader = new DataLoader(async (keys: readonly string[]) => {
+      const rows = await operations.getOperationsByNodeKeys(ctx.store, keys, shape);
+      return answering(rows.map((op) => (op !== null && canSeeOperation(ctx.viewer, op) ? op : null)));
+    }, { maxBatchSize: 500 });
+    loaders.set(shape, loader);
+  }
+  return Promise.all(nodeKeys.map((key) => loader.load(key)));
+}
+
+/** Batch loader of a document's visible operations, newest first, with the fields of `shape`. */
+export async function loadOperationsByDocumentIDs(documentIDs: readonly string[], ctx: GraphQLContext, shape: operations.OperationShape = 'full'): Promise<ConnectorOperation[][]> {
+  const byDocument = await operations.getOperationsByDocumentIDs(ctx.store, documentIDs, shape);
+  return documentIDs.map((id) => answering((byDocument.get(id) ?? []).filter((op) => canSeeOperation(ctx.viewer, op))));
+}
+
+/**
+ * The fields of the domain type each field of `ConnectorOperation` reads,
+ * where not the one of its own name (every `expose`d field). A field of
+ * neither kind counts as a field the summary lacks: the full shape is read.
+ */
+const OPERATION_FIELD_READS: Readonly<Record<string, readonly string[]>> = {
+  __typename: [],
+  id: ['nodeKey'],
+  watch: ['documentID'],
+  attemptHistory: ['callerDID', 'operationID', 'state'],
+};
+
+/** The smallest shape of operation ({@link operations.OperationShape}) that answers the `ConnectorOperation` fields `selected`. */
+export function operationShapeOf(selected: Iterable<string>): operations.OperationShape {
+  const fields: string[] = [];
+  for (const name of selected) fields.push(...(OPERATION_FIELD_READS[name] ?? [name]));
+  return operations.operationShapeFor(fields);
+}
+
+/** Per field of a request (graphql-js passes each item of a list the same `fieldNodes`): the shape its selection needs. */
+const shapeByFieldNodes = new WeakMap<GraphQLResolveInfo['fieldNodes'], operations.OperationShape>();
+
+/** The shape of the operations selected at `path` below the field `info` resolves (`[]`: the field is itself operations, or a node). */
+export function selectedOperationShape(info: GraphQLResolveInfo, path: readonly string[] = []): operations.OperationShape {
+  let shape = shapeByFieldNodes.get(info.fieldNodes);
+  if (shape === undefined) {
+    shape = operationShapeOf(selectedFieldNames(info, path, 'ConnectorOperation'));
+    shapeByFieldNodes.set(info.fieldNodes, shape);
+  }
+  return shape;
+}
+
+/**
+ * Operations read in a shape, as the schema's `ConnectorOperation` takes
+ * them: the shape was chosen from the selection ({@link operationShapeOf}),
+ * so the fields a summary lacks are fields no resolver of this request reads.
+ */
+function answering(ops: operations.OperationOfShape<operations.OperationShape>[]): ConnectorOperation[];
+function answering(ops: (operations.OperationOfShape<operations.OperationShape> | null)[]): (ConnectorOperation | null)[];
+function answering(ops: (operations.OperationOfShape<operations.OperationShape> | null)[]): (ConnectorOperation | null)[] {
+  return ops as (ConnectorOperation | null)[];
 }
 
 /** Filter arguments of `operations` and `operationCounts`. */
@@ -103,13 +171,13 @@ export interface OperationCountShape {
   capped: boolean;
 }
 
-/** `operations`: the viewer's visible operations, newest first, keyset-paged. */
-export async function listOperations(args: ConnectionArgs & { filter?: OperationFilterArgs | null }, ctx: GraphQLContext) {
+/** `operations`: the viewer's visible operations, newest first, keyset-paged, each with the columns its selection needs. */
+export async function listOperations(args: ConnectionArgs & { filter?: OperationFilterArgs | null }, ctx: GraphQLContext, info: GraphQLResolveInfo) {
   const request = pageRequest(args, OPERATION_CURSORS);
   const scope = { visibleTo: visibilityScope(ctx.viewer), filter: toStoreFilter(args.filter) };
-  const page = await operations.listOperations(ctx.store, { ...scope, ...request });
+  const page = await operations.listOperations(ctx.store, { ...scope, ...request }, selectedOperationShape(info, ['edges', 'node']));
   return {
-    ...toConnection(request, { items: page.operations, hasMore: page.hasMore }, OPERATION_CURSORS),
+    ...toConnection(request, { items: answering(page.operations), hasMore: page.hasMore }, OPERATION_CURSORS),
     totalCount: () => operations.countOperations(ctx.store, scope),
   };
 }

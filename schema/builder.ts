@@ -2,7 +2,7 @@
  * The Pothos builder: plugins, scalars and auth scopes only. Types are
  * defined in their own files and imported by `schema/index.ts`.
  */
-import SchemaBuilder from '@pothos/core';
+import SchemaBuilder, { brandWithType } from '@pothos/core';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import ComplexityPlugin from '@pothos/plugin-complexity';
 import ErrorsPlugin from '@pothos/plugin-errors';
@@ -10,10 +10,11 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin, { AuthScopeFailureType, type AuthFailure } from '@pothos/plugin-scope-auth';
 import SimpleObjectsPlugin from '@pothos/plugin-simple-objects';
 import ValidationPlugin from '@pothos/plugin-validation';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, type GraphQLResolveInfo } from 'graphql';
 import { JSONResolver } from 'graphql-scalars';
 import { z } from 'zod';
 import type { GraphQLContext } from '../resolvers/context.js';
+import { loadOperationNodes } from '../resolvers/operations.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../resolvers/pagination.js';
 import { listComplexity } from './complexity.js';
 import { decodeNodeID, encodeNodeID } from './global-id.js';
@@ -25,6 +26,17 @@ import { DateTimeScalar, parseDID } from './scalars.js';
 
 /** Most ids one `nodes` call may name: one loader batch (one statement) per node type. */
 export const MAX_NODES_PER_REQUEST = 500;
+
+/** Operation nodes are read with the columns their selection needs (resolvers/operations.ts), not by the node type's loader. */
+const OPERATION_NODE = 'ConnectorOperation';
+
+/** The visible operations of `nodeKeys` as `node` and `nodes` answer them: branded with their type, which Node's resolveType reads. */
+async function operationNodes(nodeKeys: readonly string[], ctx: GraphQLContext, info: GraphQLResolveInfo) {
+  const loaded = await loadOperationNodes(nodeKeys, ctx, info);
+  // By name: the type is defined in schema/operation.ts, which imports this file.
+  for (const operation of loaded) if (operation !== null) brandWithType(operation, OPERATION_NODE as never);
+  return loaded;
+}
 
 /** The types that implement `Node`; ids of any other type resolve to null. */
 const NODE_TYPES = new Set(['ConnectorOperation', 'ProjectionWatch', 'SyncState', 'SweepReceipt']);
@@ -112,7 +124,10 @@ export const builder = new SchemaBuilder<{
       description: 'Relay refetch: the node with this global id; null when the id is unknown, malformed, or names a node the viewer may not see.',
       args: { id: { description: 'The global `id` of a node.' } },
       authScopes: { authenticated: true },
-      resolve: (_root, { id }, _ctx, _info, resolveNode) => (NODE_TYPES.has(id.typename) ? resolveNode(id) : null),
+      resolve: async (_root, { id }, ctx, info, resolveNode) => {
+        if (id.typename === OPERATION_NODE) return (await operationNodes([id.id], ctx, info))[0];
+        return NODE_TYPES.has(id.typename) ? resolveNode(id) : null;
+      },
     },
     // A connection's price is set by its page size (connectionComplexity): its edges are not multiplied again.
     edgesFieldOptions: { description: 'The items of this page, in the connection’s order, each with its cursor.', complexity: { field: 1, multiplier: 1 } },
@@ -126,13 +141,15 @@ export const builder = new SchemaBuilder<{
           validate: z.array(z.unknown()).max(MAX_NODES_PER_REQUEST, `at most ${MAX_NODES_PER_REQUEST} ids`),
         },
       },
-      resolve: async (_root, args, _ctx, _info, resolveNodes) => {
+      resolve: async (_root, args, ctx, info, resolveNodes) => {
         const all = args.ids;
         // Pothos' resolveNodes callback reads `args.ids` rather than its argument,
-        // so narrow `args.ids` to the known node types before calling it.
-        args.ids = all.filter((id) => NODE_TYPES.has(id.typename));
-        const loaded = await resolveNodes(args.ids);
+        // so narrow `args.ids` to the known node types it loads before calling it.
+        args.ids = all.filter((id) => NODE_TYPES.has(id.typename) && id.typename !== OPERATION_NODE);
+        const operationIDs = all.filter((id) => id.typename === OPERATION_NODE);
+        const [loaded, operations] = await Promise.all([resolveNodes(args.ids), operationNodes(operationIDs.map((id) => id.id), ctx, info)]);
         return all.map((id) => {
+          if (id.typename === OPERATION_NODE) return operations[operationIDs.indexOf(id)];
           const at = args.ids.indexOf(id);
           return at < 0 ? null : loaded[at];
         });

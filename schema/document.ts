@@ -6,7 +6,7 @@
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import { DocumentSweepUnfinishedOperationError, ForbiddenError } from '../resolvers/errors.js';
-import { documentLoaders, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
+import { documentLoaders, documentOperations, documentState, hasConnectorWork, sweepDocument } from '../resolvers/documents.js';
 import { builder } from './builder.js';
 import { resultUnion } from './errors.js';
 import { listComplexity } from './complexity.js';
@@ -28,7 +28,7 @@ const DocumentConnectorState = builder.objectRef<{ documentID: string }>('Docume
     operations: t.field({
       type: [ConnectorOperation],
       description: 'Write-back operations that produced or updated the document, newest first.',
-      resolve: (doc, _args, ctx) => documentLoaders(ctx).operations.load(doc.documentID),
+      resolve: (doc, _args, ctx, info) => documentOperations(doc.documentID, ctx, info),
       extensions: { [RESOLVES_NODES]: true },
     }),
     watch: t.field({

@@ -313,7 +313,7 @@ builder.queryFields((t) => ({
       description: 'The viewer’s visible operations (as caller or owner; a service sees all), newest first.',
       authScopes: { authenticated: true },
       args: { filter: t.arg({ type: OperationFilter, required: false, description: 'Which operations; omitted: all visible ones.' }) },
-      resolve: (_root, args, ctx) => resolve.listOperations(args, ctx),
+      resolve: (_root, args, ctx, info) => resolve.listOperations(args, ctx, info),
     },
     {
       name: 'ConnectorOperationConnection',

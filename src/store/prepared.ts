@@ -78,32 +78,36 @@ export function prepared<V extends Values, R>(build: (db: Kysely<Database>, valu
  * A statement over a list of values (`in (…)`), prepared once per dialect
  * and list length up to `maxLength`; longer lists are built each time. The
  * builder gets a real array of stand-ins: it may use its length, and must
- * treat the list as a set (a value may come twice).
+ * treat the list as a set read by `in (…)` (a value may be NULL).
  *
- * A list is run at the next of a few lengths (1, 2, 4, 8, … and
- * `maxLength`), padded with its last value: `in ($1, $2, $2)` reads what
- * `in ($1, $2)` reads, and a builder is then prepared a handful of times
- * rather than once per length. On Postgres each length is a named
- * statement on every connection, about 44 KiB of the backend's memory each
- * (`pg_backend_memory_contexts`): 8 lengths rather than 100 per builder.
+ * A list is run without its repeated values, at the next of a few lengths
+ * (1, 2, 4, 8, … and `maxLength`), padded with NULLs: `in ($1, $2, NULL)`
+ * reads what `in ($1, $2)` reads (NULL equals nothing), and a builder is
+ * then prepared a handful of times rather than once per length. On
+ * Postgres each length is a named statement on every connection, about 44
+ * KiB of the backend's memory each (`pg_backend_memory_contexts`): 8
+ * lengths rather than 100 per builder. NULLs rather than the last value
+ * again: the watch read of a 50-row page cost Postgres 0.44 ms padded with
+ * 14 repeats, 0.34 with 14 NULLs, same plan and buffers
+ * (`npx tsx bench/id-list-plans.ts`, docs/benchmarks.md).
  */
 export function preparedForList<T, R>(maxLength: number, build: (db: Kysely<Database>, items: readonly T[]) => Compilable<R>): (store: StoreContext, items: readonly T[]) => Promise<QueryResult<R>> {
-  const byLength: PreparedStatement<readonly T[], R>[] = [];
+  const byLength: PreparedStatement<readonly (T | null)[], R>[] = [];
   return (store, items) => {
-    if (items.length > maxLength || items.length === 0) return store.db.executeQuery(build(store.db, items));
-    const length = Math.min(maxLength, 2 ** Math.ceil(Math.log2(items.length)));
-    const values = length === items.length ? items : padded(items, length);
+    const unique = new Set(items).size === items.length ? items : [...new Set(items)];
+    if (unique.length > maxLength || unique.length === 0) return store.db.executeQuery(build(store.db, unique));
+    const length = Math.min(maxLength, 2 ** Math.ceil(Math.log2(unique.length)));
+    const values = length === unique.length ? unique : padded(unique, length);
     // An array is read by index: its stand-ins are named "0", "1", …
-    const statement = (byLength[length] ??= prepared((db, values: readonly T[]) => build(db, Array.from({ length }, (_, i) => values[i]!))));
+    const statement = (byLength[length] ??= prepared((db, values: readonly (T | null)[]) => build(db, Array.from({ length }, (_, i) => values[i] as T))));
     return statement(store, values);
   };
 }
 
-/** `items` repeated at its last value up to `length`. */
-function padded<T>(items: readonly T[], length: number): T[] {
-  const values = items.slice();
-  const last = items[items.length - 1]!;
-  while (values.length < length) values.push(last);
+/** `items` followed by NULLs up to `length`. */
+function padded<T>(items: readonly T[], length: number): (T | null)[] {
+  const values: (T | null)[] = items.slice();
+  while (values.length < length) values.push(null);
   return values;
 }
 

@@ -10,6 +10,7 @@ import { expect, it } from 'vitest';
 import * as operations from '../../src/store/operations/index.js';
 import { prepared, preparedForList } from '../../src/store/prepared.js';
 import { describeEachDialect } from '../helpers/databases.js';
+import { recordingStatements } from '../helpers/query-plans.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
 import { CALLER, OWNER } from '../helpers/row-fixtures.js';
 
@@ -56,7 +57,7 @@ describeEachDialect('prepared statements', (suite) => {
     expect(lengths.filter((n) => n === 3)).toHaveLength(1);
   });
 
-  it('runs a list at the next power of two (or the maximum), padded with its last value: the same rows, a few statements per builder', async () => {
+  it('runs a list at the next power of two (or the maximum), without repeats and padded with NULLs: the same rows, a few statements per builder', async () => {
     for (const id of ['a', 'b', 'c', 'd', 'e']) await claimFresh(suite.store, { operationID: id, callerDID: CALLER, ownerDID: OWNER });
     const lengths: number[] = [];
     const byIDs = preparedForList(6, (db, ids: readonly string[]) => {
@@ -73,6 +74,11 @@ describeEachDialect('prepared statements', (suite) => {
     expect(lengths.filter((n) => n === 4)).toHaveLength(1 + (check ? 2 : 0));
     expect(lengths.filter((n) => n === 6)).toHaveLength(1 + (check ? 2 : 0));
     expect(lengths.filter((n) => n !== 4 && n !== 6)).toEqual([]);
+    // What is bound: each value once, then NULLs (the statements recorded build with the values they run with).
+    const { store, statements } = recordingStatements(suite.store);
+    const recorded = preparedForList(6, (db, ids: readonly string[]) => db.selectFrom(TABLE).select('operation_id').where('operation_id', 'in', ids));
+    expect((await recorded(store, ['c', 'a', 'c', 'a', 'e'])).rows.map((row) => row.operation_id).sort()).toEqual(['a', 'c', 'e']);
+    expect(statements.at(-1)!.parameters).toEqual(['c', 'a', 'e', null]);
   });
 
   it('binds an omitted optional value as NULL, and keeps the constants the builder wrote', async () => {

@@ -1,6 +1,17 @@
 /** Write-back operations (SPEC §3.3): claim, fenced leases, attempts, reconcile, due work, reads and listings. */
 export * from './types.js';
-export { DEFAULT_SEND_TIMEOUT_MS, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
+export {
+  DEFAULT_SEND_TIMEOUT_MS,
+  OPERATION_BRIEF_FIELDS,
+  OPERATION_SUMMARY_FIELDS,
+  operationShapeFor,
+  rowToOperation,
+  SEND_WINDOW_MARGIN_MS,
+  type OperationBrief,
+  type OperationOfShape,
+  type OperationShape,
+  type OperationSummary,
+} from './row.js';
 export { CLAIM_ANSWER, claimOperation, claimOperationStep, type ClaimOperationInput, type ClaimOperationResult, type ClaimOutcome } from './claim.js';
 export { ACQUIRE_ANSWER, RENEW_ANSWER, acquireOperationLease, renewOperationLease, releaseOperationLease, renewLeaseStep, releaseLeaseStep, type AcquireOperationLeaseResult } from './leases.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, startAttemptStep, markSentStep, type RecordOperationOutcomeInput } from './attempts.js';

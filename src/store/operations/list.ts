@@ -1,10 +1,10 @@
 /** Listing operations for the API: visibility, filters, keyset pages newest first. */
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
-import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/tables.js';
+import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
 import { ACROSS_TENANTS, NEWEST_FIRST, pageDirection, pageFromRows, type KeysetPageRequest, type NewestFirstCursor } from '../page.js';
-import { finishOperation, OPERATION_TABLE, operationAsDomain } from './row.js';
+import { finishOperation, OPERATION_TABLE, operationColumns, operationTableColumns, type OperationOfShape, type OperationShape } from './row.js';
 import {
   LIVE_OPERATION_STATES,
   OPERATION_DEFER_REASONS,
@@ -81,8 +81,8 @@ export interface ListOperationsInput extends OperationScope, KeysetPageRequest<O
  * Always newest first. `hasMore`: forward, whether rows follow the page
  * (older); backward, whether rows precede it (newer).
  */
-export interface OperationPage {
-  operations: ConnectorOperation[];
+export interface OperationPage<O = ConnectorOperation> {
+  operations: O[];
   hasMore: boolean;
 }
 
@@ -97,8 +97,14 @@ type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
  * holds only its rows. Every page is a prepared statement of its shape
  * ({@link PageShape}), so on Postgres a page after a cursor or under a
  * filter runs named, parsed once per connection, as the first page does.
+ * `columns` (default `full`): which of each operation's fields the page
+ * reads ({@link OperationShape}).
  */
-export async function listOperations(store: StoreContext, input: ListOperationsInput): Promise<OperationPage> {
+export async function listOperations<S extends OperationShape = 'full'>(
+  store: StoreContext,
+  input: ListOperationsInput,
+  columns: S = 'full' as S,
+): Promise<OperationPage<OperationOfShape<S>>> {
   const direction = pageDirection(input);
   checkScope(input);
   if (filterMatchesNothing(input.filter)) return { operations: [], hasMore: false };
@@ -109,38 +115,40 @@ export async function listOperations(store: StoreContext, input: ListOperationsI
   const take = direction.size + 1;
   // The clock is only read by `stuck`.
   const clock = filter?.stuck === undefined ? NO_CLOCK : clockAt(store.now(), filter);
-  const shape = pageShape(input.visibleTo !== null, filter, after !== null, before !== null, direction.forward);
+  const shape = pageShape(columns, input.visibleTo !== null, filter, after !== null, before !== null, direction.forward);
   const statement = pageStatement(shape);
   const { rows } = statement
     ? await statement(store, pageValues(input.visibleTo, filter, after, before, take, clock))
-    : await store.db.executeQuery(pageQuery(store.db, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock));
+    : await store.db.executeQuery(pageQuery(store.db, columns, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock));
   const page = pageFromRows(rows as Record<string, unknown>[], direction, finishOperation);
-  return { operations: page.items, hasMore: page.hasMore };
+  return { operations: page.items as OperationOfShape<S>[], hasMore: page.hasMore };
 }
 
 /**
  * The statement of a page: `take` rows of `scope` between the cursors in
  * the newest-first order (read backward when not `forward`).
  */
-function pageQuery(db: Kysely<Database>, scope: OperationScope, after: OperationCursor | null, before: OperationCursor | null, forward: boolean, take: number, clock: FilterClock) {
+function pageQuery(db: Kysely<Database>, columns: OperationShape, scope: OperationScope, after: OperationCursor | null, before: OperationCursor | null, forward: boolean, take: number, clock: FilterClock) {
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
     // Columns by name, never `*`: a prepared page then runs as a named statement (src/db/named-statements.ts).
-    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(OPERATION_COLUMNS), scope.filter, clock), after, before);
+    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(operationTableColumns(columns) as (keyof OperationRow)[]), scope.filter, clock), after, before);
     if (visibility !== null) query = query.where(visibility);
     return NEWEST_FIRST.ordered(query, forward).limit(take);
   };
   const viewer = scope.visibleTo;
   if (viewer === null) {
-    const query = branch(null).clearSelect().select(operationAsDomain);
+    const query = branch(null).clearSelect().select(operationColumns(columns));
     return readsAcrossTenants(scope.filter) ? query.where(ACROSS_TENANTS) : query;
   }
   const asCaller = branch((eb) => eb.and([eb('caller_did', '=', viewer)]));
   // `caller_did <> owner_did` (the same rows, owner being the viewer): the predicate of the partial index
   // that holds only such rows (migration 0008), so the branch reads no row the viewer called.
   const asOwnerOnly = branch((eb) => eb.and([eb('owner_did', '=', viewer), eb('caller_did', '<>', eb.ref('owner_did'))]));
+  // The union carries only the shape's columns through both branches.
+  const carried = operationTableColumns(columns) as (keyof OperationRow)[];
   const visible = db
-    .selectFrom(db.selectFrom(asCaller.as('as_caller')).select(OPERATION_COLUMNS).unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).select(OPERATION_COLUMNS)).as('visible'))
-    .select(operationAsDomain);
+    .selectFrom(db.selectFrom(asCaller.as('as_caller')).select(carried).unionAll(db.selectFrom(asOwnerOnly.as('as_owner')).select(carried)).as('visible'))
+    .select(operationColumns(columns));
   return NEWEST_FIRST.ordered(visible, forward).limit(take);
 }
 
@@ -155,12 +163,13 @@ const EVERY_FILTER_FIELD_SHAPED: Exclude<keyof OperationFilter, ListField | Valu
 void EVERY_FILTER_FIELD_SHAPED;
 
 /**
- * What decides a page statement's text, never a value: whose page (a
- * viewer's or a service's), which cursors bound it, its direction, which
+ * What decides a page statement's text, never a value: which columns it
+ * reads ({@link OperationShape}), whose page (a viewer's or a service's), which cursors bound it, its direction, which
  * filter fields are set, each list's length, and `stuck` (true and false
  * are different conditions).
  */
 interface PageShape {
+  columns: OperationShape;
   viewer: boolean;
   after: boolean;
   before: boolean;
@@ -170,12 +179,12 @@ interface PageShape {
   stuck: boolean | undefined;
 }
 
-function pageShape(viewer: boolean, filter: OperationFilter | undefined, after: boolean, before: boolean, forward: boolean): PageShape {
+function pageShape(columns: OperationShape, viewer: boolean, filter: OperationFilter | undefined, after: boolean, before: boolean, forward: boolean): PageShape {
   const lists: [ListField, number][] = [];
   const values: ValueField[] = [];
   for (const field of LIST_FIELDS) if (filter?.[field] !== undefined) lists.push([field, filter[field].length]);
   for (const field of VALUE_FIELDS) if (filter?.[field] !== undefined) values.push(field);
-  return { viewer, after, before, forward, lists, values, stuck: filter?.stuck };
+  return { columns, viewer, after, before, forward, lists, values, stuck: filter?.stuck };
 }
 
 /**
@@ -209,7 +218,7 @@ function pageStatement(shape: PageShape): PreparedStatement<Record<string, unkno
     const clock = shape.stuck === undefined ? NO_CLOCK : { now: v.now as number, stuckBefore: v.stuckBefore as number };
     const cursor = (side: 'after' | 'before') => ({ createdAt: v[`${side}CreatedAt`], nodeKey: v[`${side}NodeKey`] }) as OperationCursor;
     const scope = { visibleTo: shape.viewer ? (v.viewer as string) : null, filter: filter as OperationFilter };
-    return pageQuery(db, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock);
+    return pageQuery(db, shape.columns, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock);
   });
   pageStatements.set(key, statement);
   return statement;

@@ -51,41 +51,106 @@ export function rowToOperation(row: OperationRow): ConnectorOperation {
   };
 }
 
+/** Each field of the domain type and the column it is read from (`sendMarkerSet`: only whether the marker is set). */
+const FIELD_COLUMNS = {
+  callerDID: 'caller_did', operationID: 'operation_id', nodeKey: 'node_key', ownerDID: 'owner_did', connectorName: 'connector_name',
+  model: 'model', op: 'op', accountKey: 'account_key', target: 'target', sourceID: 'source_id',
+  deterministicEventID: 'deterministic_event_id', payloadHash: 'payload_hash', reissueIntent: 'reissue_intent', providerEtag: 'provider_etag',
+  documentID: 'document_id', resultEntity: 'result_entity', state: 'state', attempts: 'attempts', nextAttemptAt: 'next_attempt_at',
+  deferReason: 'defer_reason', sendMarkerSet: 'send_marker', lastKind: 'last_kind', lastHTTPStatus: 'last_http_status', lastError: 'last_error',
+  version: 'version', incarnation: 'incarnation', leaseExpiresAt: 'lease_expires_at', createdAt: 'created_at', updatedAt: 'updated_at',
+} as const satisfies Record<keyof ConnectorOperation, string>;
+
+/** Every field, in the domain type's order (that of {@link rowToOperation}). */
+const FULL_FIELDS = Object.keys(FIELD_COLUMNS) as (keyof ConnectorOperation)[];
+
 /**
- * The columns of an operation named as the domain type names its fields, in
- * its order (that of {@link rowToOperation}), for reads of many rows (a
- * page): each row comes back as the `ConnectorOperation` it maps to but for
- * two values {@link finishOperation} sets in place, so a page makes one
- * object per row instead of a row and then its copy (issue 21). Never the
- * lease token; of the send marker, only whether it is set. Used with a
- * select builder's expression builder: `.select(operationAsDomain)`.
+ * The fields of an operation's summary: what a dashboard's or the console's
+ * list of operations shows (ConsoleOperationRow, the dashboard list), and
+ * what the API itself reads of every operation it answers (the node key for
+ * its id and cursor, the creation instant for its cursor, caller and owner
+ * for visibility, the document for its watch, the state for its history).
+ * Not the caller's free-form fields (target, payload hash, reissue intent,
+ * …), the result entity or the last error, which can be long.
  */
-export function operationAsDomain(eb: ExpressionBuilder<any, any>) {
-  const columns = (...pairs: [string, string][]) => pairs.map(([column, field]) => eb.ref(column).as(field));
-  return [
-    ...columns(
-      ['caller_did', 'callerDID'], ['operation_id', 'operationID'], ['node_key', 'nodeKey'], ['owner_did', 'ownerDID'], ['connector_name', 'connectorName'],
-      ['model', 'model'], ['op', 'op'], ['account_key', 'accountKey'], ['target', 'target'], ['source_id', 'sourceID'],
-      ['deterministic_event_id', 'deterministicEventID'], ['payload_hash', 'payloadHash'], ['reissue_intent', 'reissueIntent'], ['provider_etag', 'providerEtag'],
-      ['document_id', 'documentID'], ['result_entity', 'resultEntity'], ['state', 'state'], ['attempts', 'attempts'], ['next_attempt_at', 'nextAttemptAt'],
-      ['defer_reason', 'deferReason'],
-    ),
-    eb(eb.ref('send_marker'), 'is not', null).as('sendMarkerSet'),
-    ...columns(
-      ['last_kind', 'lastKind'], ['last_http_status', 'lastHTTPStatus'], ['last_error', 'lastError'], ['version', 'version'], ['incarnation', 'incarnation'],
-      ['lease_expires_at', 'leaseExpiresAt'], ['created_at', 'createdAt'], ['updated_at', 'updatedAt'],
-    ),
-  ];
+export const OPERATION_SUMMARY_FIELDS = [
+  'callerDID', 'operationID', 'nodeKey', 'ownerDID', 'connectorName', 'model', 'op', 'documentID', 'state', 'attempts', 'nextAttemptAt',
+  'deferReason', 'lastKind', 'lastHTTPStatus', 'version', 'leaseExpiresAt', 'createdAt', 'updatedAt',
+] as const satisfies readonly (keyof ConnectorOperation)[];
+
+/** An operation as a summary read returns it ({@link OPERATION_SUMMARY_FIELDS}). */
+export type OperationSummary = Pick<ConnectorOperation, (typeof OPERATION_SUMMARY_FIELDS)[number]>;
+
+/**
+ * The fields of an operation in brief, a subset of the summary: which
+ * operation (and whose), its connector, state, attempts and document — what
+ * a status list shows (the dashboard list of `npm run bench`, a document's
+ * operations by state).
+ */
+export const OPERATION_BRIEF_FIELDS = [
+  'callerDID', 'operationID', 'nodeKey', 'ownerDID', 'connectorName', 'documentID', 'state', 'attempts', 'createdAt',
+] as const satisfies readonly (typeof OPERATION_SUMMARY_FIELDS)[number][];
+
+/** An operation as a brief read returns it ({@link OPERATION_BRIEF_FIELDS}). */
+export type OperationBrief = Pick<ConnectorOperation, (typeof OPERATION_BRIEF_FIELDS)[number]>;
+
+/**
+ * Which columns a read of operations asks the database for: `brief`
+ * ({@link OPERATION_BRIEF_FIELDS}), `summary` ({@link OPERATION_SUMMARY_FIELDS})
+ * or `full` (every field of the domain type). Each shape of each read is its own prepared (on Postgres, named)
+ * statement. Neither ever reads the lease token or the finalize input; only
+ * `full` looks at the send marker, and only at whether it is set.
+ */
+export type OperationShape = 'brief' | 'summary' | 'full';
+
+/** An operation as a read of `shape` returns it. */
+export type OperationOfShape<S extends OperationShape> = S extends 'brief' ? OperationBrief : S extends 'summary' ? OperationSummary : ConnectorOperation;
+
+const SHAPE_FIELDS: Record<OperationShape, readonly (keyof ConnectorOperation)[]> = { brief: OPERATION_BRIEF_FIELDS, summary: OPERATION_SUMMARY_FIELDS, full: FULL_FIELDS };
+/** The shapes smaller than `full`, smallest first, with their fields. */
+const PARTIAL_SHAPES = (['brief', 'summary'] as const).map((shape) => [shape, new Set<string>(SHAPE_FIELDS[shape])] as const);
+
+/** The smallest shape that returns every field of `fields` (domain field names); a name that is no field of the summary gives `full`. */
+export function operationShapeFor(fields: Iterable<string>): OperationShape {
+  const wanted = [...fields];
+  for (const [shape, has] of PARTIAL_SHAPES) if (wanted.every((field) => has.has(field))) return shape;
+  return 'full';
 }
 
 /**
- * A row read with {@link operationAsDomain}, made the domain type in place:
+ * The table's columns a read of `shape` needs, by name (the inner select of
+ * a union whose outer select is {@link operationColumns}).
+ */
+export function operationTableColumns(shape: OperationShape): string[] {
+  return SHAPE_FIELDS[shape].map((field) => FIELD_COLUMNS[field]);
+}
+
+/**
+ * The columns of `shape` named as the domain type names its fields, in its
+ * order, for reads of many rows (a page): each row comes back as the
+ * operation it maps to but for two values {@link finishOperation} sets in
+ * place, so a page makes one object per row instead of a row and then its
+ * copy (issue 21). Used with a select builder's expression builder:
+ * `.select(operationColumns('summary'))`.
+ */
+export function operationColumns(shape: OperationShape) {
+  const fields = SHAPE_FIELDS[shape];
+  return (eb: ExpressionBuilder<any, any>) =>
+    fields.map((field) => (field === 'sendMarkerSet' ? eb(eb.ref('send_marker'), 'is not', null).as(field) : eb.ref(FIELD_COLUMNS[field]).as(field)));
+}
+
+/** Every field of the domain type: `.select(operationAsDomain)` (see {@link operationColumns}). */
+export const operationAsDomain = operationColumns('full');
+
+/**
+ * A row read with {@link operationColumns}, made the domain type in place:
  * the result entity decoded, the send marker's presence a boolean (SQLite
- * answers 0 or 1). The same values {@link rowToOperation} gives.
+ * answers 0 or 1), where the shape has them. The same values
+ * {@link rowToOperation} gives.
  */
 export function finishOperation(row: Record<string, unknown>): ConnectorOperation {
-  row.resultEntity = decodeJSONColumn(row.resultEntity);
-  row.sendMarkerSet = row.sendMarkerSet === true || row.sendMarkerSet === 1;
+  if ('resultEntity' in row) row.resultEntity = decodeJSONColumn(row.resultEntity);
+  if ('sendMarkerSet' in row) row.sendMarkerSet = row.sendMarkerSet === true || row.sendMarkerSet === 1;
   return row as unknown as ConnectorOperation;
 }
 
