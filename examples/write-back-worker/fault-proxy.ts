@@ -34,8 +34,10 @@ export interface NetworkStats {
   /** Of those, answers to keyed write-back steps. */
   lostWriteAnswers: number;
   delayed: number;
-  /** Resends of a keyed step whose earlier answer was lost, answered by the server. */
+  /** Resends of a keyed step whose earlier answer was lost, answered by the server (each item of a batch counts). */
   resendsAfterLoss: number;
+  /** Requests that carried at least one such resend: a resent batch of N lost steps is one. */
+  resendRequestsAfterLoss: number;
   /** Of those, answers equal to the lost one but for `replayed` (a payload replayed as it was). */
   replaysMatching: number;
   /** Resends whose lost answer was a payload and whose answer differs from it: each a broken promise. */
@@ -89,7 +91,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'co
 export async function startFaultProxy(target: string, faults: Partial<NetworkFaults> = {}): Promise<FaultProxy> {
   const upstream = new URL(target);
   const rates: NetworkFaults = { resetBeforeRate: 0, dropAnswerRate: 0, delayRate: 0, delayMs: 200, ...faults };
-  const stats: NetworkStats = { forwarded: 0, resetsBefore: 0, lostAnswers: 0, lostWriteAnswers: 0, delayed: 0, resendsAfterLoss: 0, replaysMatching: 0, replayMismatches: [] };
+  const stats: NetworkStats = { forwarded: 0, resetsBefore: 0, lostAnswers: 0, lostWriteAnswers: 0, delayed: 0, resendsAfterLoss: 0, resendRequestsAfterLoss: 0, replaysMatching: 0, replayMismatches: [] };
   /** Keyed requests whose answer was lost: the data the server had answered. */
   const lost = new Map<string, string>();
 
@@ -133,14 +135,17 @@ export async function startFaultProxy(target: string, faults: Partial<NetworkFau
         answer.on('end', () => {
           const keyed = requestKeys.length > 0 && answer.statusCode === 200;
           const answers = keyed ? answersOf(Buffer.concat(parts), requestKeys.length) : [];
+          let resent = false;
           requestKeys.forEach((requestKey, i) => {
             const lostBefore = lost.get(requestKey);
             const data = answers[i];
             if (requestKey === '' || lostBefore === undefined || data === undefined) return;
             stats.resendsAfterLoss++;
+            resent = true;
             if (data === lostBefore) stats.replaysMatching++;
             else if (isPayload(lostBefore)) stats.replayMismatches.push({ requestKey, lost: lostBefore, again: data });
           });
+          if (resent) stats.resendRequestsAfterLoss++;
           // The server has answered (and committed, for a write): now the answer may be lost.
           if (Math.random() < rates.dropAnswerRate) {
             stats.lostAnswers++;

@@ -40,10 +40,14 @@ describe.each(dialects)('%s: the operator CLI publishes what it changed', (diale
 
   it('cancel, retry and requeue each reach the owner’s open subscription within a second; a stranger hears nothing', async () => {
     const server = started!.server;
-    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-${dialect}` }) })).data.claimOperation;
-    expect(claimed.outcome).toBe('CLAIMED');
+    // Subscribed before the claim, whose own event is then the first: a claim's NOTIFY reaches the feed after its answer
+    // (on a loaded machine, after a subscription opened next), so only this order says which event is whose.
     const owner = await subscribe(server, OPERATIONS_CHANGED, {}, 'alice');
     const stranger = await subscribe(server, OPERATIONS_CHANGED, {}, 'mallory');
+    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-${dialect}` }) })).data.claimOperation;
+    expect(claimed.outcome).toBe('CLAIMED');
+    await owner.waitFor(1, 5_000);
+    expect(owner.events[0]!.data.operationsChanged).toMatchObject({ id: claimed.operation.id, state: 'ATTEMPTED' });
 
     const steps: [string[], string][] = [
       [['cancel', claimed.operation.id, '--reason', 'stuck for a day'], 'DEAD'],
@@ -53,23 +57,24 @@ describe.each(dialects)('%s: the operator CLI publishes what it changed', (diale
     for (const [i, [argv, state]] of steps.entries()) {
       const at = Date.now();
       expect(await ops(argv)).toMatchObject({ code: 0, stderr: '' });
-      await owner.waitFor(i + 1, 1_000);
-      const event = owner.events[i]!.data.operationsChanged;
+      await owner.waitFor(i + 2, 1_000);
+      const event = owner.events[i + 1]!.data.operationsChanged;
       expect({ step: argv[0], id: event.id, state: event.state }).toEqual({ step: argv[0], id: claimed.operation.id, state });
       expect(Date.now() - at).toBeLessThan(1_000);
     }
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(owner.events).toHaveLength(steps.length);
+    expect(owner.events).toHaveLength(1 + steps.length);
     expect(stranger.events).toEqual([]);
   });
 
   it('a refused action publishes nothing', async () => {
     const server = started!.server;
-    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-refused-${dialect}` }) })).data.claimOperation;
     const owner = await subscribe(server, OPERATIONS_CHANGED, {}, 'alice');
+    const claimed = (await gql(server, CLAIM, { input: claimInput({ operationID: `op-cli-refused-${dialect}` }) })).data.claimOperation;
+    await owner.waitFor(1, 5_000);
     // Retry applies to a DEAD operation only.
     expect(await ops(['retry', claimed.operation.id])).toMatchObject({ code: 1 });
     await new Promise((resolve) => setTimeout(resolve, 600));
-    expect(owner.events).toEqual([]);
+    expect(owner.events.map((event) => event.data.operationsChanged)).toEqual([{ id: claimed.operation.id, operationID: `op-cli-refused-${dialect}`, state: 'ATTEMPTED' }]);
   });
 });
