@@ -167,8 +167,11 @@ export function STEP_REQUEST(
   keepsLeaseToken: boolean,
   /** Another row of the statement recorded with the answer (finalize's watch): its CTE, read beside `u`, under `part` in the answer. */
   beside?: { table: string; part: string },
+  /** Columns of `u` that are not the operation's (a gathered batch's input): left out of the answer. */
+  omit: readonly string[] = [],
 ) {
   const row = sql.ref('u');
+  const without = sql.join(['lease_token', 'send_marker', ...omit].map((column) => sql.lit(column)), sql` - `);
   const parts = beside === undefined ? sql`` : sql`, ${sql.lit(beside.part)}, to_jsonb(${sql.ref(beside.table)})`;
   const from = beside === undefined ? qc.selectFrom('u') : qc.selectFrom(['u', beside.table]);
   return qc
@@ -181,7 +184,7 @@ export function STEP_REQUEST(
         eb.val(v.requestKey).as('request_key'),
         sql.lit(v.step).as('step'),
         eb.val(v.input).as('input'),
-        sql<string>`jsonb_build_object(${sql.lit(STEP_ROW)}, to_jsonb(${row}) - 'lease_token' - 'send_marker', 'sendMarkerSet', u.send_marker is not null${parts})::text`.as('answer'),
+        sql<string>`jsonb_build_object(${sql.lit(STEP_ROW)}, to_jsonb(${row}) - ${without}, 'sendMarkerSet', u.send_marker is not null${parts})::text`.as('answer'),
         keepsLeaseToken ? sql<string>`u.lease_token`.as('lease_token') : sql<null>`null`.as('lease_token'),
         eb.val(v.now).as('created_at'),
       ]),
