@@ -56,3 +56,27 @@ export function gathered<C, R>(max: number, run: (store: StoreContext, calls: C[
       gathering.waiting.push({ call, resolve, reject });
     });
 }
+
+/**
+ * A gathered batch's per-call column, named after the value it carries
+ * (`leaseToken` → `in_lease_token`): prefixed, so that it never shadows a
+ * column of the tables the batch's statement updates and reads beside it.
+ */
+export const gatheredColumn = (name: string): string => `in_${name.replace(/[A-Z]+/g, (c) => `_${c.toLowerCase()}`)}`;
+
+/**
+ * The calls of a batch that one statement may carry: the first call per
+ * `key` (an UPDATE … FROM updates a row once, whatever the rows naming it).
+ * The others are left to run alone, after.
+ */
+export function firstPerKey<C>(calls: readonly C[], key: (call: C) => string): number[] {
+  const seen = new Set<string>();
+  const first: number[] = [];
+  calls.forEach((call, i) => {
+    const k = key(call);
+    if (seen.has(k)) return;
+    seen.add(k);
+    first.push(i);
+  });
+  return first;
+}

@@ -202,6 +202,37 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(counts.map((c) => Number(c.attempts))).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
+  it('a batch of finalizes is one statement: each committed with its watch armed, counted once, heard once; a stale item is refused alone', async () => {
+    const FINALIZE_MANY = `mutation($input: FinalizeOperationsInput!) { finalizeOperations(input: $input) { __typename ... on FinalizeOperationsPayload { results { __typename ... on Error { code } ... on FinalizeOperationPayload { finalized replayed operation { state documentID } watch { id } } } } } }`;
+    const claims = await Promise.all(Array.from({ length: 5 }, (_, i) => gql(CLAIM, claimInput({ operationID: `op-${i}`, deterministicEventID: `event-${i}`, requestKey: `claim-${i}` }))));
+    const fences = claims.map(({ claimOperation: { operation, lease } }) => ({ id: operation.id as string, version: lease.version as number, leaseToken: lease.token as string }));
+    await waitForHeard(5);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    // The last item's lease token is wrong: it finalizes nothing.
+    const items = fences.map((fence, i) => ({ ...fence, ...(i === 4 && { leaseToken: 'not-the-token' }), documentID: `doc-${i}`, sourceID: `src-${i}`, requestKey: `finalize-${i}` }));
+    const finalized = await measure(() => gql(FINALIZE_MANY, { items }));
+    const results = finalized.answer.finalizeOperations.results as { finalized: boolean; replayed: boolean; operation: { state: string; documentID: string } | null }[];
+    expect(results.map((r) => [r.finalized, r.operation?.state ?? null, r.operation?.documentID ?? null])).toEqual([
+      ...[0, 1, 2, 3].map((i) => [true, 'COMMITTED', `doc-${i}`]),
+      [false, 'ATTEMPTED', null],
+    ]);
+    expect(finalized.statements.filter((text) => text.includes('update "kubun_connector_operation"')), finalized.statements.join('\n')).toHaveLength(2);
+    expect(finalized.statements.filter((text) => text.includes('"i" as')), finalized.statements.join('\n')).toHaveLength(1);
+    await waitForHeard(8);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard.map((event) => event.kind).sort()).toEqual([...Array(4).fill('operation'), ...Array(4).fill('watch')]);
+    const watches = await database.open.db.selectFrom('kubun_connector_projection_watch').select(['document_id', 'source_id']).orderBy('document_id').execute();
+    expect(watches).toEqual([0, 1, 2, 3].map((i) => ({ document_id: `doc-${i}`, source_id: `src-${i}` })));
+    const activity = await database.open.db.selectFrom('kubun_connector_operation_activity_total').select((eb) => eb.fn.sum<string>('n').as('n')).where('outcome', '=', 'committed').executeTakeFirst();
+    expect(Number(activity?.n)).toBe(4);
+    const counted = await database.open.db.selectFrom('kubun_connector_operation_total').select(['state', (eb) => eb.fn.sum<string>('n').as('n')]).groupBy('state').orderBy('state').execute();
+    expect(counted.map((c) => [c.state, Number(c.n)])).toEqual([['attempted', 1], ['committed', 4]]);
+    // Resent after a lost answer: each committed item answered from its record.
+    const again = await gql(FINALIZE_MANY, { items: items.slice(0, 4) });
+    expect(again.finalizeOperations.results.map((r: { finalized: boolean; replayed: boolean }) => [r.finalized, r.replayed])).toEqual(Array(4).fill([true, true]));
+  });
+
   it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation; a resent batch replays each item', async () => {
     const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
       enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created replayed conflicts } }

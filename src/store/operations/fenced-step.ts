@@ -23,7 +23,7 @@ import { notifyOperationChanged } from '../change-channel.js';
 import type { StoreContext } from '../context.js';
 import { NotFoundError, StaleLeaseError } from '../errors.js';
 import { isUniqueViolation } from '../../db/errors.js';
-import { gathered } from '../gather.js';
+import { firstPerKey, gathered, gatheredColumn } from '../gather.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
 import { rowHas } from '../row-checks.js';
 import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
@@ -120,9 +120,6 @@ function stepStatement<V extends object, A>(definition: FencedStepDefinition<V, 
   });
 }
 
-/** The batch's per-call columns: the input CTE `i`'s names (prefixed: none may shadow an operation column in the UPDATE). */
-const itemColumn = (name: string) => `in_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
-
 /**
  * A gathered batch of the step as one statement (Postgres): the calls as the
  * rows of `i` (parallel arrays unnested, numbered by `in_ord`), one fenced
@@ -145,10 +142,10 @@ function stepBatchStatement<V extends object, A>(definition: FencedStepDefinitio
       array(v.requestKeys, 'text').as('in_request_key'),
       array(v.requestInputs, 'text').as('in_request_input'),
       sql<number>`generate_subscripts(${v.nodeKeys}::text[], 1)`.as('in_ord'),
-      ...types.map(([name, type]) => array(v[name], type).as(itemColumn(name))),
+      ...types.map(([name, type]) => array(v[name], type).as(gatheredColumn(name))),
     ];
     // The step's values as references to this call's row of `i`; `now` is the batch's.
-    const item = Object.fromEntries([...types.map(([name]) => [name, sql.ref(`i.${itemColumn(name)}`)]), ['now', v.now]]) as unknown as V & StepValues;
+    const item = Object.fromEntries([...types.map(([name]) => [name, sql.ref(`i.${gatheredColumn(name)}`)]), ['now', v.now]]) as unknown as V & StepValues;
     let query: any = db
       .with('i', (qc) => qc.selectNoFrom(inputs))
       .with('u', (qc) => {
@@ -314,14 +311,8 @@ function gatherSteps<V extends object, A>(definition: FencedStepDefinition<V, A>
   return gathered<GatheredStep<V>, GatheredOutcome>(MAX_GATHERED, async (store, steps) => {
     if (steps.length === 1) return [ALONE];
     // One row per operation in an UPDATE … FROM: a second call naming the same one runs alone, after.
-    const seen = new Set<string>();
-    const batch: number[] = [];
-    const outcomes: GatheredOutcome[] = steps.map(({ call }, i) => {
-      if (seen.has(call.nodeKey)) return ALONE;
-      seen.add(call.nodeKey);
-      batch.push(i);
-      return { missedAt: 0 };
-    });
+    const batch = firstPerKey(steps, ({ call }) => call.nodeKey);
+    const outcomes: GatheredOutcome[] = steps.map(() => ALONE);
     if (batch.length === 1) return steps.map(() => ALONE);
     statement ??= stepBatchStatement(definition, keyed) as PreparedStatement<any, BatchRow>;
     const now = store.now();
