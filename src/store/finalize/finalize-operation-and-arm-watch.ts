@@ -343,7 +343,7 @@ type FinalizeColumn = keyof typeof FINALIZE_COLUMNS;
  * of one watch or document, a deadlock) rolls the whole statement back.
  */
 function finalizeBatchStatement(keyed: boolean) {
-  return prepared((db, v: Record<FinalizeColumn, unknown> & { now: number }) => {
+  return prepared((db, v: Record<FinalizeColumn, unknown> & { ords: number[]; now: number }) => {
     const item = Object.fromEntries(Object.keys(FINALIZE_COLUMNS).map((name) => [name, sql.ref(`i.${gatheredColumn(name)}`)])) as unknown as CommitValues;
     const fromU = (name: FinalizeColumn) => sql.ref(`u.${gatheredColumn(name)}`);
     const sameIdentity = sql.join(
@@ -356,7 +356,7 @@ function finalizeBatchStatement(keyed: boolean) {
       .with('i', (qc: any) =>
         qc.selectNoFrom([
           ...Object.entries(FINALIZE_COLUMNS).map(([name, type]) => sql`unnest(${v[name as FinalizeColumn]}::${sql.raw(type)}[])`.as(gatheredColumn(name))),
-          sql<number>`generate_subscripts(${v.callerDID}::text[], 1)`.as('in_ord'),
+          sql<number>`unnest(${v.ords}::int[])`.as('in_ord'),
         ]),
       )
       .with('u', (qc: any) =>
@@ -432,7 +432,7 @@ function gatherFinalizes(keyed: boolean) {
     const columns = Object.fromEntries(Object.keys(FINALIZE_COLUMNS).map((name) => [name, values.map((value) => value[name as FinalizeColumn] ?? null)]));
     let rows: Record<string, unknown>[];
     try {
-      ({ rows } = await statement(store, { ...columns, now }));
+      ({ rows } = await statement(store, { ...columns, ords: values.map((_, k) => k + 1), now }));
     } catch {
       // Nothing was written: each finalize on its own (which judges a recorded key, another watch of the document).
       return calls.map(() => ALONE);

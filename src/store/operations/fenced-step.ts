@@ -141,7 +141,7 @@ function stepBatchStatement<V extends object, A>(definition: FencedStepDefinitio
       array(v.leaseTokens, 'text').as('in_lease_token'),
       array(v.requestKeys, 'text').as('in_request_key'),
       array(v.requestInputs, 'text').as('in_request_input'),
-      sql<number>`generate_subscripts(${v.nodeKeys}::text[], 1)`.as('in_ord'),
+      sql<number>`unnest(${v.ords}::int[])`.as('in_ord'),
       ...types.map(([name, type]) => array(v[name], type).as(gatheredColumn(name))),
     ];
     // The step's values as references to this call's row of `i`; `now` is the batch's.
@@ -328,6 +328,7 @@ function gatherSteps<V extends object, A>(definition: FencedStepDefinition<V, A>
         leaseTokens: batch.map((i) => steps[i]!.call.leaseToken),
         requestKeys: batch.map((i) => steps[i]!.call.request?.requestKey ?? null),
         requestInputs: batch.map((i) => steps[i]!.requestInput),
+        ords: batch.map((_, k) => k + 1),
         now,
       }));
     } catch {

@@ -171,7 +171,8 @@ export function STEP_REQUEST(
   omit: readonly string[] = [],
 ) {
   const row = sql.ref('u');
-  const without = sql.join(['lease_token', 'send_marker', ...omit].map((column) => sql.lit(column)), sql` - `);
+  // Several keys are left out in one pass (`- text[]`): each `- key` copies the whole object.
+  const without = omit.length === 0 ? sql`'lease_token' - 'send_marker'` : sql`array[${sql.join(['lease_token', 'send_marker', ...omit].map((column) => sql.lit(column)))}]::text[]`;
   const parts = beside === undefined ? sql`` : sql`, ${sql.lit(beside.part)}, to_jsonb(${sql.ref(beside.table)})`;
   const from = beside === undefined ? qc.selectFrom('u') : beside.on === undefined ? qc.selectFrom(['u', beside.table]) : qc.selectFrom(['u', beside.table]).where(beside.on as never);
   return qc
