@@ -22,6 +22,8 @@ import { backendNanoseconds } from './postgres-cpu.js';
 
 const OPERATIONS = Number(process.env.WRITE_STEP_OPERATIONS ?? 640);
 const BATCH = Number(process.env.WRITE_STEP_BATCH ?? 16);
+/** WRITE_STEP_UNKEYED=1: the steps without request keys (no request records), to see what recording them costs. */
+const KEYED = process.env.WRITE_STEP_UNKEYED !== '1';
 const admin = process.env.PG_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const name = `cs_write_step_${randomBytes(4).toString('hex')}`;
 const client = new pg.Client({ connectionString: admin });
@@ -38,6 +40,8 @@ try {
   if (process.env.WRITE_STEP_EXPLAIN === '1') await open.pgPool!.query("load 'auto_explain'; set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_triggers = on; set auto_explain.log_nested_statements = on");
   // WRITE_STEP_PLAN_CACHE_MODE=auto: what custom plans cost, against the server's force_custom_plan (src/db/connect.ts).
   if (process.env.WRITE_STEP_PLAN_CACHE_MODE !== undefined) await open.pgPool!.query(`set plan_cache_mode = ${process.env.WRITE_STEP_PLAN_CACHE_MODE === 'auto' ? 'auto' : 'force_custom_plan'}`);
+  // WRITE_STEP_NO_TRIGGERS=1 (an experiment, counts then wrong): what the counting triggers cost, by running without them.
+  if (process.env.WRITE_STEP_NO_TRIGGERS === '1') await open.pgPool!.query('set session_replication_role = replica');
   const pid = Number((await open.pgPool!.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
   const cpu = () => backendNanoseconds([pid]).get(pid) ?? 0;
   const spent: Record<string, number> = { enqueue: 0, lease: 0, start: 0, mark: 0, finalize: 0 };
@@ -58,8 +62,8 @@ try {
   for (let round = 0; done < OPERATIONS; round++) {
     const leased = await timed('lease', () => leaseDueOperations(store, { connectorName: 'bench', limit: BATCH, leaseMs: 60_000 }));
     const calls = leased.map(({ operation, lease }, i) => ({ nodeKey: operation.nodeKey, visibleTo: null, version: lease.version, leaseToken: lease.token, key: operation, i }));
-    await timed('start', () => Promise.all(calls.map((c) => startAttemptStep(store, { ...c, request: { requestKey: `start-${round}-${c.i}`, input: {} } }))));
-    await timed('mark', () => Promise.all(calls.map((c) => markSentStep(store, { ...c, request: { requestKey: `mark-${round}-${c.i}`, input: { sendMarker: `m-${c.i}` } } }, { sendMarker: `m-${c.i}` }))));
+    await timed('start', () => Promise.all(calls.map((c) => startAttemptStep(store, { ...c, ...(KEYED && { request: { requestKey: `start-${round}-${c.i}`, input: {} } }) }))));
+    await timed('mark', () => Promise.all(calls.map((c) => markSentStep(store, { ...c, ...(KEYED && { request: { requestKey: `mark-${round}-${c.i}`, input: { sendMarker: `m-${c.i}` } } }) }, { sendMarker: `m-${c.i}` }))));
     await timed('finalize', () =>
       Promise.all(
         leased.map(({ operation, lease }, i) =>
@@ -70,7 +74,7 @@ try {
               resultEntity: null, currentWinnerDigest: null,
               watchIdentity: { ownerDID: caller, connectorName: 'bench', model: 'contact', accountKey: 'account', sourceID: `src-${operation.operationID}` },
             },
-            { requestKey: `finalize-${round}-${i}`, input: { documentID: `doc-${operation.operationID}` } },
+            KEYED ? { requestKey: `finalize-${round}-${i}`, input: { documentID: `doc-${operation.operationID}` } } : undefined,
           ),
         ),
       ),
