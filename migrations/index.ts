@@ -20,6 +20,7 @@ import { replayParametersMigration } from './0012-replay-parameters.js';
 import { requestKeysAndSendWindowMigration } from './0013-request-keys-and-send-window.js';
 import { changeOutboxMigration } from './0014-change-outbox.js';
 import { operationIDPrefixIndexMigration } from './0015-operation-id-prefix-index.js';
+import { activityCommittedPerStatementMigration } from './0016-activity-committed-per-statement.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -41,5 +42,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0013-request-keys-and-send-window': requestKeysAndSendWindowMigration(types),
     '0014-change-outbox': changeOutboxMigration(types),
     '0015-operation-id-prefix-index': operationIDPrefixIndexMigration(types),
+    '0016-activity-committed-per-statement': activityCommittedPerStatementMigration(types),
   };
 }

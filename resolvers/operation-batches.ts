@@ -3,8 +3,9 @@
  * sent, record outcome and finalize for up to {@link MAX_FENCED_BATCH}
  * operations in one request, one typed result per item, in input order.
  * Each item is exactly its single step (the same fence, request key, replay
- * and announcement); a batch saves the round trips and the per-request work
- * of the server, not the items' own transactions.
+ * and announcement). The items' steps are called side by side, in one turn
+ * of the event loop, so on Postgres the store gathers them into one
+ * statement (src/store/gather.ts) for every step but record outcome.
  */
 import { InvalidInputError, StoreError } from '../src/store/errors.js';
 import type { GraphQLContext } from './context.js';

@@ -163,6 +163,76 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(own).toEqual([{ repair_generation: 0, version: 0 }]);
   });
 
+  it('a batch of starts or marks is one statement whatever its size; a stale item writes nothing and is refused alone; a resent batch replays each item', async () => {
+    const ITEM = `__typename ... on Error { code } ... on OperationPayload { replayed operation { id attempts sendMarkerSet } }`;
+    const START_MANY = `mutation($input: StartOperationAttemptsInput!) { startOperationAttempts(input: $input) { __typename ... on StartOperationAttemptsPayload { results { ${ITEM} } } } }`;
+    const MARK_MANY = `mutation($input: MarkOperationsSentInput!) { markOperationsSent(input: $input) { __typename ... on MarkOperationsSentPayload { results { ${ITEM} } } } }`;
+    const claims = await Promise.all(Array.from({ length: 6 }, (_, i) => gql(CLAIM, claimInput({ operationID: `op-${i}`, deterministicEventID: `event-${i}`, requestKey: `claim-${i}` }))));
+    const fences = claims.map(({ claimOperation: { operation, lease } }) => ({ id: operation.id as string, version: lease.version as number, leaseToken: lease.token as string }));
+    await waitForHeard(6);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    // The last item's fence is stale: refused on its own (after the batch's statement, one read says why).
+    const items = fences.map((fence, i) => ({ ...fence, ...(i === 5 && { version: fence.version + 1 }), requestKey: `start-${i}` }));
+    const started = await measure(() => gql(START_MANY, { items }));
+    const results = started.answer.startOperationAttempts.results as { __typename: string; replayed?: boolean; operation?: { attempts: number } }[];
+    expect(results.map((r) => r.__typename)).toEqual([...Array(5).fill('OperationPayload'), 'StaleLeaseError']);
+    expect(results.slice(0, 5).map((r) => [r.replayed, r.operation!.attempts])).toEqual(Array(5).fill([false, 1]));
+    expect(started.statements.filter((text) => text.includes('update "kubun_connector_operation"')), started.statements.join('\n')).toHaveLength(1);
+    // The batch's node read, its one statement, and for the stale item the read of its row and of its request key's record.
+    expect(started.statements, started.statements.join('\n')).toHaveLength(4);
+    await waitForHeard(5);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard).toHaveLength(5);
+    const history = await database.open.db.selectFrom('kubun_connector_operation_history').select(['operation_id', 'seq', 'attempt']).orderBy('operation_id').execute();
+    expect(history.map((h) => [h.operation_id, Number(h.seq), Number(h.attempt)])).toEqual([0, 1, 2, 3, 4].map((i) => [`op-${i}`, 1, 1]));
+
+    const marks = fences.slice(0, 5).map((fence, i) => ({ ...fence, sendMarker: `marker-${i}`, requestKey: `mark-${i}` }));
+    const marked = await measure(() => gql(MARK_MANY, { items: marks }));
+    expect(marked.answer.markOperationsSent.results.map((r: { operation: { sendMarkerSet: boolean } }) => r.operation.sendMarkerSet)).toEqual(Array(5).fill(true));
+    // The batch's node read and its one statement.
+    expect(marked.statements, marked.statements.join('\n')).toHaveLength(2);
+    const sent = await database.open.db.selectFrom('kubun_connector_operation_history').select('sent_at').where('sent_at', 'is not', null).execute();
+    expect(sent).toHaveLength(5);
+
+    // Resent after a lost answer: each item answered from its record, nothing written again.
+    const again = await gql(START_MANY, { items: items.slice(0, 5) });
+    expect(again.startOperationAttempts.results.map((r: { replayed: boolean; operation: { attempts: number } }) => [r.replayed, r.operation.attempts])).toEqual(Array(5).fill([true, 1]));
+    const counts = await database.open.db.selectFrom('kubun_connector_operation').select(['operation_id', 'attempts']).orderBy('operation_id').execute();
+    expect(counts.map((c) => Number(c.attempts))).toEqual([1, 1, 1, 1, 1, 0]);
+  });
+
+  it('a batch of finalizes is one statement: each committed with its watch armed, counted once, heard once; a stale item is refused alone', async () => {
+    const FINALIZE_MANY = `mutation($input: FinalizeOperationsInput!) { finalizeOperations(input: $input) { __typename ... on FinalizeOperationsPayload { results { __typename ... on Error { code } ... on FinalizeOperationPayload { finalized replayed operation { state documentID } watch { id } } } } } }`;
+    const claims = await Promise.all(Array.from({ length: 5 }, (_, i) => gql(CLAIM, claimInput({ operationID: `op-${i}`, deterministicEventID: `event-${i}`, requestKey: `claim-${i}` }))));
+    const fences = claims.map(({ claimOperation: { operation, lease } }) => ({ id: operation.id as string, version: lease.version as number, leaseToken: lease.token as string }));
+    await waitForHeard(5);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    // The last item's lease token is wrong: it finalizes nothing.
+    const items = fences.map((fence, i) => ({ ...fence, ...(i === 4 && { leaseToken: 'not-the-token' }), documentID: `doc-${i}`, sourceID: `src-${i}`, requestKey: `finalize-${i}` }));
+    const finalized = await measure(() => gql(FINALIZE_MANY, { items }));
+    const results = finalized.answer.finalizeOperations.results as { finalized: boolean; replayed: boolean; operation: { state: string; documentID: string } | null }[];
+    expect(results.map((r) => [r.finalized, r.operation?.state ?? null, r.operation?.documentID ?? null])).toEqual([
+      ...[0, 1, 2, 3].map((i) => [true, 'COMMITTED', `doc-${i}`]),
+      [false, 'ATTEMPTED', null],
+    ]);
+    expect(finalized.statements.filter((text) => text.includes('update "kubun_connector_operation"')), finalized.statements.join('\n')).toHaveLength(2);
+    expect(finalized.statements.filter((text) => text.includes('"i" as')), finalized.statements.join('\n')).toHaveLength(1);
+    await waitForHeard(8);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard.map((event) => event.kind).sort()).toEqual([...Array(4).fill('operation'), ...Array(4).fill('watch')]);
+    const watches = await database.open.db.selectFrom('kubun_connector_projection_watch').select(['document_id', 'source_id']).orderBy('document_id').execute();
+    expect(watches).toEqual([0, 1, 2, 3].map((i) => ({ document_id: `doc-${i}`, source_id: `src-${i}` })));
+    const activity = await database.open.db.selectFrom('kubun_connector_operation_activity_total').select((eb) => eb.fn.sum<string>('n').as('n')).where('outcome', '=', 'committed').executeTakeFirst();
+    expect(Number(activity?.n)).toBe(4);
+    const counted = await database.open.db.selectFrom('kubun_connector_operation_total').select(['state', (eb) => eb.fn.sum<string>('n').as('n')]).groupBy('state').orderBy('state').execute();
+    expect(counted.map((c) => [c.state, Number(c.n)])).toEqual([['attempted', 1], ['committed', 4]]);
+    // Resent after a lost answer: each committed item answered from its record.
+    const again = await gql(FINALIZE_MANY, { items: items.slice(0, 4) });
+    expect(again.finalizeOperations.results.map((r: { finalized: boolean; replayed: boolean }) => [r.finalized, r.replayed])).toEqual(Array(4).fill([true, true]));
+  });
+
   it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation; a resent batch replays each item', async () => {
     const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
       enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created replayed conflicts } }

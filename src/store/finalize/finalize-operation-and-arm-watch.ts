@@ -2,7 +2,8 @@ import { hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError } from '../errors.js';
-import { prepared } from '../prepared.js';
+import { firstPerKey, gathered, gatheredColumn } from '../gather.js';
+import { prepared, type PreparedStatement } from '../prepared.js';
 import { decodeJSONColumn, encodeJSONColumn } from '../json.js';
 import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import { digestInput, runKeyedRequest, STEP_REQUEST, type RowAnswerCodec } from '../operations/requests.js';
@@ -239,32 +240,209 @@ export async function finalizeOperationStep(
   request?: { requestKey: string; input: Record<string, unknown> },
 ): Promise<FencedStepAnswer<FinalizeOperationResult>> {
   if (store.dialect === 'postgres' && !store.db.isTransaction) {
-    const now = store.now();
-    const identity = input.watchIdentity;
-    const values = {
-      ...commitValues(input, now),
-      ...identity,
-      observedWinnerDigest: input.currentWinnerDigest,
-      watchNodeKey: store.getRandomID(),
-      slot: watchSlotKey({ ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID }),
-    };
-    try {
-      const { rows } =
-        request === undefined
-          ? await FINALIZE_STATEMENTS.plain(store, values)
-          : await FINALIZE_STATEMENTS.keyed(store, { ...values, requestKey: request.requestKey, requestInput: JSON.stringify(digestInput(request.input)) });
-      const row = rows[0] as (OperationRow & Record<string, unknown>) | undefined;
-      if (row !== undefined) {
-        return { answer: { finalized: true, replayed: false, operation: rowToOperation(row), watch: rowToProjectionWatch(watchOf(row)) }, replayed: false, announced: true };
-      }
-    } catch (error) {
-      // Nothing was written; the transaction below judges it (a recorded key's answer, another watch of the document).
-      if (!isUniqueViolation(error)) throw error;
+    const requestInput = request === undefined ? undefined : JSON.stringify(digestInput(request.input));
+    const together = await (request === undefined ? FINALIZE_TOGETHER.plain : FINALIZE_TOGETHER.keyed)(store, { input, requestKey: request?.requestKey, requestInput });
+    if ('row' in together) return committedAnswer(together.row);
+    if ('alone' in together) {
+      const answer = await finalizeInOneStatement(store, input, request === undefined ? undefined : { requestKey: request.requestKey, requestInput: requestInput! });
+      if (answer !== undefined) return answer;
     }
   }
   const keyed = request === undefined ? undefined : { key: input.key, requestKey: request.requestKey, step: 'finalizeOperation' as const, input: request.input };
   return { ...(await runKeyedRequest(store, keyed, FINALIZE_ANSWER, (tx) => finalizeOperationAndArmWatch(tx, input))), announced: false };
 }
+
+/** The answer of a finalize statement's row: committed, the watch armed, announced by the statement's NOTIFY. */
+function committedAnswer(row: Record<string, unknown>): FencedStepAnswer<FinalizeOperationResult> {
+  return {
+    answer: { finalized: true, replayed: false, operation: rowToOperation(row as unknown as OperationRow), watch: rowToProjectionWatch(watchOf(row)) },
+    replayed: false,
+    announced: true,
+  };
+}
+
+/** The values of the finalize statement for `input` at `now`. */
+function finalizeValues(store: StoreContext, input: FinalizeOperationInput, now: number) {
+  const identity = input.watchIdentity;
+  return {
+    ...commitValues(input, now),
+    ...identity,
+    observedWinnerDigest: input.currentWinnerDigest,
+    watchNodeKey: store.getRandomID(),
+    slot: watchSlotKey({ ownerDID: identity.ownerDID, model: identity.model, documentID: input.documentID }),
+  };
+}
+
+/** A finalize alone as its one statement (see `finalizeStatement`); `undefined` when it committed nothing (judged in a transaction then). */
+async function finalizeInOneStatement(
+  store: StoreContext,
+  input: FinalizeOperationInput,
+  request: { requestKey: string; requestInput: string } | undefined,
+): Promise<FencedStepAnswer<FinalizeOperationResult> | undefined> {
+  const values = finalizeValues(store, input, store.now());
+  try {
+    const { rows } = request === undefined ? await FINALIZE_STATEMENTS.plain(store, values) : await FINALIZE_STATEMENTS.keyed(store, { ...values, ...request });
+    const row = rows[0] as Record<string, unknown> | undefined;
+    if (row !== undefined) return committedAnswer(row);
+  } catch (error) {
+    // Nothing was written; the transaction judges it (a recorded key's answer, another watch of the document).
+    if (!isUniqueViolation(error)) throw error;
+  }
+  return undefined;
+}
+
+/** One finalize of a gathered batch. */
+interface GatheredFinalize {
+  input: FinalizeOperationInput;
+  requestKey: string | undefined;
+  requestInput: string | undefined;
+}
+
+/** What a gathered batch did for one finalize: committed it (`row`), matched nothing (`missed`), or left it to its own statement (`alone`). */
+type FinalizeOutcome = { row: Record<string, unknown> } | { missed: true } | { alone: true };
+
+const ALONE: FinalizeOutcome = { alone: true };
+
+/** The most finalizes in one statement. */
+const MAX_GATHERED_FINALIZES = 100;
+
+/** Each finalize's columns in a batch, by the name of its value in the single statement, with its Postgres type. */
+const FINALIZE_COLUMNS = {
+  callerDID: 'text',
+  operationID: 'text',
+  version: 'bigint',
+  leaseToken: 'text',
+  documentID: 'text',
+  resultEntity: 'text',
+  leaseDigest: 'text',
+  finalizedInput: 'text',
+  ownerDID: 'text',
+  connectorName: 'text',
+  model: 'text',
+  accountKey: 'text',
+  sourceID: 'text',
+  observedWinnerDigest: 'text',
+  watchNodeKey: 'text',
+  slot: 'text',
+  requestKey: 'text',
+  requestInput: 'text',
+} as const;
+
+type FinalizeColumn = keyof typeof FINALIZE_COLUMNS;
+
+/**
+ * A gathered batch of finalizes as one statement (Postgres): the calls as
+ * the rows of `i` (parallel arrays unnested, numbered by `in_ord`), the
+ * fenced commit of each (`u`, UPDATE … FROM `i`, checked exactly as the
+ * single statement checks one), then for the committed ones the documents'
+ * watch slots locked in slot order (`l`), their watches under other
+ * identities deleted (`d`), their watches created or given a new generation
+ * (`w`), the request keys recorded (`r`) and both nodes announced, as
+ * `finalizeStatement` does for one. A finalize whose fence failed returns no
+ * row and writes nothing; any error (a recorded request key, two finalizes
+ * of one watch or document, a deadlock) rolls the whole statement back.
+ */
+function finalizeBatchStatement(keyed: boolean) {
+  return prepared((db, v: Record<FinalizeColumn, unknown> & { ords: number[]; now: number }) => {
+    const item = Object.fromEntries(Object.keys(FINALIZE_COLUMNS).map((name) => [name, sql.ref(`i.${gatheredColumn(name)}`)])) as unknown as CommitValues;
+    const fromU = (name: FinalizeColumn) => sql.ref(`u.${gatheredColumn(name)}`);
+    const sameIdentity = sql.join(
+      ([['owner_did', 'ownerDID'], ['connector_name', 'connectorName'], ['model', 'model'], ['account_key', 'accountKey'], ['source_id', 'sourceID']] as const).map(
+        ([column, name]) => sql`w.${sql.ref(column)} = ${fromU(name)}`,
+      ),
+      sql` and `,
+    );
+    let query: any = (db as any)
+      .with('i', (qc: any) =>
+        qc.selectNoFrom([
+          ...Object.entries(FINALIZE_COLUMNS).map(([name, type]) => sql`unnest(${v[name as FinalizeColumn]}::${sql.raw(type)}[])`.as(gatheredColumn(name))),
+          sql<number>`unnest(${v.ords}::int[])`.as('in_ord'),
+        ]),
+      )
+      .with('u', (qc: any) =>
+        (commitUpdate(qc, { ...item, now: v.now }) as any).from('i').returning([...Object.keys(FINALIZE_COLUMNS).map((name) => `i.${gatheredColumn(name)}`), 'i.in_ord']),
+      )
+      // Every slot locked (count reads them all), in slot order (Postgres calls a volatile function after the sort).
+      .with('l', (qc: any) => qc.selectFrom('u').select(sql<null>`pg_advisory_xact_lock(${sql.lit(WATCH_SLOT_LOCK_CLASS)}, hashtext(u.in_slot))`.as('locked')).orderBy('u.in_slot'))
+      .with('k', (qc: any) => qc.selectFrom('u').select(['u.in_owner_did', 'u.in_model', 'u.document_id as in_document', 'u.in_connector_name', 'u.in_account_key', 'u.in_source_id']))
+      .with('d', (qc: any) =>
+        qc
+          .deleteFrom('kubun_connector_projection_watch')
+          .using('k' as never)
+          .where(sql<boolean>`(select count(*) from l) >= 0`)
+          .where(sql<boolean>`owner_did = k.in_owner_did and model = k.in_model and document_id = k.in_document and (connector_name <> k.in_connector_name or account_key <> k.in_account_key or source_id <> k.in_source_id)`)
+          .returning('node_key') as never,
+      )
+      .with('w', (qc: any) =>
+        qc
+          .insertInto('kubun_connector_projection_watch')
+          .expression((eb: any) =>
+            eb
+              .selectFrom('u')
+              .select(() =>
+                Object.entries(
+                  newWatchValues({
+                    identity: { ownerDID: fromU('ownerDID'), connectorName: fromU('connectorName'), model: fromU('model'), accountKey: fromU('accountKey'), sourceID: fromU('sourceID') } as never,
+                    nodeKey: fromU('watchNodeKey') as never,
+                    documentID: sql.ref('u.document_id') as never,
+                    observedWinnerDigest: fromU('observedWinnerDigest') as never,
+                    dueAt: v.now,
+                    now: v.now,
+                  }),
+                ).map(([column, value]) => eb.val(value).as(column)),
+              )
+              // After the delete: the document's other watch is gone before this one arrives.
+              .where(sql<boolean>`(select count(*) from d) >= 0`),
+          )
+          .onConflict((oc: any) =>
+            oc.columns([...WATCH_IDENTITY_COLUMNS]).doUpdateSet((eb: any) => newGenerationValues(eb, { dueAt: v.now, now: v.now, observedWinnerDigest: sql.ref('excluded.observed_winner_digest') as never, clearVerifiedDigest: true })),
+          )
+          .returning(PROJECTION_WATCH_COLUMNS),
+      );
+    const inColumns = [...Object.keys(FINALIZE_COLUMNS).map(gatheredColumn), 'in_ord'];
+    if (keyed) {
+      query = query.with('r', (qc: QueryCreator<any>) =>
+        STEP_REQUEST(qc, { requestKey: fromU('requestKey'), step: 'finalizeOperation', input: fromU('requestInput'), now: v.now }, false, { table: 'w', part: 'watch', on: sameIdentity }, inColumns),
+      );
+    }
+    return query
+      .selectFrom(['u', 'w'])
+      .where(sameIdentity)
+      .select([
+        ...OPERATION_COLUMNS.map((column) => `u.${column}`),
+        'u.in_ord',
+        ...PROJECTION_WATCH_COLUMNS.map((column) => sql.ref(`w.${column}`).as(`watch_${column}`)),
+        sql`pg_notify(${sql.lit(CHANGE_CHANNEL)}, ${sql.lit(`${CHANGE_KIND_CODES.operation}:`)} || u.node_key || ${sql.lit(` ${CHANGE_KIND_CODES.watch}:`)} || w.node_key)`.as('notified'),
+      ]);
+  });
+}
+
+function gatherFinalizes(keyed: boolean) {
+  let statement: PreparedStatement<any, Record<string, unknown>> | undefined;
+  return gathered<GatheredFinalize, FinalizeOutcome>(MAX_GATHERED_FINALIZES, async (store, calls) => {
+    if (calls.length === 1) return [ALONE];
+    // One row per operation in an UPDATE … FROM: a second finalize of the same one runs alone, after.
+    const batch = firstPerKey(calls, ({ input }) => JSON.stringify([input.key.callerDID, input.key.operationID]));
+    const outcomes: FinalizeOutcome[] = calls.map(() => ALONE);
+    for (const i of batch) outcomes[i] = { missed: true };
+    if (batch.length === 1) return calls.map(() => ALONE);
+    statement ??= finalizeBatchStatement(keyed) as PreparedStatement<any, Record<string, unknown>>;
+    const now = store.now();
+    const values = batch.map((i) => ({ ...finalizeValues(store, calls[i]!.input, now), requestKey: calls[i]!.requestKey ?? null, requestInput: calls[i]!.requestInput ?? null }));
+    const columns = Object.fromEntries(Object.keys(FINALIZE_COLUMNS).map((name) => [name, values.map((value) => value[name as FinalizeColumn] ?? null)]));
+    let rows: Record<string, unknown>[];
+    try {
+      ({ rows } = await statement(store, { ...columns, ords: values.map((_, k) => k + 1), now }));
+    } catch {
+      // Nothing was written: each finalize on its own (which judges a recorded key, another watch of the document).
+      return calls.map(() => ALONE);
+    }
+    for (const row of rows) outcomes[batch[Number(row.in_ord) - 1]!] = { row };
+    return outcomes;
+  });
+}
+
+const FINALIZE_TOGETHER = { plain: gatherFinalizes(false), keyed: gatherFinalizes(true) };
 
 /** The commit's values of `input` at `now`. */
 function commitValues(input: FinalizeOperationInput, now: number): CommitValues {

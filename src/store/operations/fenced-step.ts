@@ -23,6 +23,7 @@ import { notifyOperationChanged } from '../change-channel.js';
 import type { StoreContext } from '../context.js';
 import { NotFoundError, StaleLeaseError } from '../errors.js';
 import { isUniqueViolation } from '../../db/errors.js';
+import { firstPerKey, gathered, gatheredColumn } from '../gather.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
 import { rowHas } from '../row-checks.js';
 import { requireNonEmptyString, requireNonNegativeInteger } from '../validate.js';
@@ -73,6 +74,12 @@ export interface FencedStepDefinition<V extends object, A> {
   grantsLease: boolean;
   codec: RowAnswerCodec<A>;
   /**
+   * The Postgres type of each of the step's own values (every key of `V`):
+   * a gathered batch passes each as an array, one element per call (see
+   * `stepBatchStatement`).
+   */
+  valueTypes: { readonly [K in keyof V]-?: 'text' | 'bigint' };
+  /**
    * The step as one transaction (SQLite): the existing store function on
    * the operation's key, inside the transaction `tx`.
    */
@@ -112,6 +119,65 @@ function stepStatement<V extends object, A>(definition: FencedStepDefinition<V, 
     return selectWritten(query);
   });
 }
+
+/**
+ * A gathered batch of the step as one statement (Postgres): the calls as the
+ * rows of `i` (parallel arrays unnested, numbered by `in_ord`), one fenced
+ * UPDATE … FROM `i` (each operation found by its node key and checked
+ * exactly as the single statement checks it), and from its rows the
+ * history, the request keys' records and the NOTIFYs, as in
+ * {@link stepStatement}. A call whose operation failed a check returns no
+ * row and writes nothing; any error (a request key recorded already, a
+ * concurrent history entry) rolls the whole statement back.
+ */
+function stepBatchStatement<V extends object, A>(definition: FencedStepDefinition<V, A>, keyed: boolean) {
+  const types = Object.entries(definition.valueTypes) as [string, string][];
+  return prepared((db: Kysely<Database>, v: Record<string, unknown> & { now: number }) => {
+    const array = (values: unknown, type: string) => sql`unnest(${values}::${sql.raw(type)}[])`;
+    const inputs = [
+      array(v.nodeKeys, 'text').as('in_node_key'),
+      array(v.visibleTo, 'text').as('in_visible_to'),
+      array(v.versions, 'bigint').as('in_version'),
+      array(v.leaseTokens, 'text').as('in_lease_token'),
+      array(v.requestKeys, 'text').as('in_request_key'),
+      array(v.requestInputs, 'text').as('in_request_input'),
+      sql<number>`unnest(${v.ords}::int[])`.as('in_ord'),
+      ...types.map(([name, type]) => array(v[name], type).as(gatheredColumn(name))),
+    ];
+    // The step's values as references to this call's row of `i`; `now` is the batch's.
+    const item = Object.fromEntries([...types.map(([name]) => [name, sql.ref(`i.${gatheredColumn(name)}`)]), ['now', v.now]]) as unknown as V & StepValues;
+    let query: any = db
+      .with('i', (qc) => qc.selectNoFrom(inputs))
+      .with('u', (qc) => {
+        let update = (qc.updateTable(OPERATION_TABLE).from('i' as never) as any)
+          .set((eb: OperationEB) => definition.set(eb, item))
+          .where('node_key', '=', sql.ref('i.in_node_key'))
+          .where((eb: OperationEB) =>
+            eb.and([
+              visibleRow(eb, sql.ref('i.in_visible_to')),
+              rowHas(eb, 'version', sql.ref('i.in_version') as never),
+              rowHas(eb, 'lease_token', sql.ref('i.in_lease_token') as never),
+              rowHas(eb, 'state', definition.rule.states),
+            ]),
+          );
+        if (definition.rule.requireLiveLease) update = update.where('lease_expires_at', '>', v.now);
+        const { guard } = definition;
+        if (guard !== undefined) update = update.where((eb: OperationEB) => guard.where(eb, item));
+        return update.returning([...OPERATION_COLUMNS, 'i.in_ord', 'i.in_request_key', 'i.in_request_input']);
+      });
+    const { history } = definition;
+    if (history !== undefined) query = query.with('h', (qc: QueryCreator<any>) => history(qc, v.now));
+    if (keyed) {
+      query = query.with('r', (qc: QueryCreator<any>) =>
+        STEP_REQUEST(qc, { requestKey: sql.ref('u.in_request_key'), step: definition.step, input: sql.ref('u.in_request_input'), now: v.now }, definition.grantsLease, undefined, BATCH_COLUMNS),
+      );
+    }
+    return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), 'u.in_ord', notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
+  });
+}
+
+/** What a batch's `u` returns beyond the operation's columns (left out of a recorded answer). */
+const BATCH_COLUMNS = ['in_ord', 'in_request_key', 'in_request_input'] as const;
 
 /**
  * The final SELECT of a one-statement write whose CTE `u` returned the
@@ -154,8 +220,11 @@ function requireCall(call: FencedStepCall): void {
 /**
  * Runs `definition` for `call` with the step's `values` (validated by the
  * caller): one statement on Postgres, one transaction on SQLite (see the
- * module comment). An operation the caller may not see is a
- * {@link NotFoundError}, like one that does not exist.
+ * module comment). On Postgres, calls of the same step made in the same turn
+ * of the event loop (a batch request's items, concurrent requests) are first
+ * tried together as one statement (see {@link stepBatchStatement}). An
+ * operation the caller may not see is a {@link NotFoundError}, like one that
+ * does not exist.
  */
 export async function runFencedStep<V extends object, A>(
   store: StoreContext,
@@ -166,8 +235,17 @@ export async function runFencedStep<V extends object, A>(
   requireCall(call);
   if (store.dialect !== 'postgres' || store.db.isTransaction) return inOneTransaction(store, definition, call, values);
   const request = call.request === undefined ? undefined : { requestKey: call.request.requestKey, input: digestInput(call.request.input) };
+  const together = await gatheredStepsOf(definition, request !== undefined)(store, { call, values, requestInput: request === undefined ? null : JSON.stringify(request.input) });
+  let firstRound = 0;
+  if ('row' in together) return { answer: definition.codec.fromRow(together.row, call.leaseToken), replayed: false, announced: true };
+  if ('missedAt' in together) {
+    // The batch's statement wrote nothing for this call: why, exactly as after its own statement.
+    const answer = await explainMiss(store, definition, call, values, request, together.missedAt);
+    if (answer !== undefined) return answer;
+    firstRound = 1;
+  }
   const statement = request === undefined ? statementsOf(definition).plain : statementsOf(definition).keyed;
-  for (let round = 0; round < MAX_ROUNDS; round++) {
+  for (let round = firstRound; round < MAX_ROUNDS; round++) {
     const now = store.now();
     let row: OperationRow | undefined;
     try {
@@ -193,6 +271,74 @@ export async function runFencedStep<V extends object, A>(
     if (answer !== undefined) return answer;
   }
   throw new StaleLeaseError('operation');
+}
+
+/** One call of a gathered batch of a step: the call, its values, and its request's digested input as JSON (keyed steps). */
+interface GatheredStep<V> {
+  call: FencedStepCall;
+  values: V;
+  requestInput: string | null;
+}
+
+/**
+ * What a gathered batch did for one call: wrote its row (and everything the
+ * step writes beside it, announced), or matched nothing at `missedAt`, or
+ * left it to its own statement (`alone`: the only call, an operation named
+ * twice, or a batch whose statement failed and wrote nothing).
+ */
+type GatheredOutcome = { row: OperationRow } | { missedAt: number } | { alone: true };
+
+const ALONE: GatheredOutcome = { alone: true };
+
+/** The most calls of one step in one statement. */
+const MAX_GATHERED = 100;
+
+/** The gatherers of each definition, with and without request keys, made on first use. */
+const gatherers = new WeakMap<object, { plain: ReturnType<typeof gatherSteps>; keyed: ReturnType<typeof gatherSteps> }>();
+
+function gatheredStepsOf<V extends object, A>(definition: FencedStepDefinition<V, A>, keyed: boolean) {
+  let pair = gatherers.get(definition);
+  if (pair === undefined) {
+    pair = { plain: gatherSteps(definition as FencedStepDefinition<any, unknown>, false), keyed: gatherSteps(definition as FencedStepDefinition<any, unknown>, true) };
+    gatherers.set(definition, pair);
+  }
+  return keyed ? pair.keyed : pair.plain;
+}
+
+function gatherSteps<V extends object, A>(definition: FencedStepDefinition<V, A>, keyed: boolean) {
+  type BatchRow = OperationRow & { in_ord: number };
+  let statement: PreparedStatement<any, BatchRow> | undefined;
+  return gathered<GatheredStep<V>, GatheredOutcome>(MAX_GATHERED, async (store, steps) => {
+    if (steps.length === 1) return [ALONE];
+    // One row per operation in an UPDATE … FROM: a second call naming the same one runs alone, after.
+    const batch = firstPerKey(steps, ({ call }) => call.nodeKey);
+    const outcomes: GatheredOutcome[] = steps.map(() => ALONE);
+    if (batch.length === 1) return steps.map(() => ALONE);
+    statement ??= stepBatchStatement(definition, keyed) as PreparedStatement<any, BatchRow>;
+    const now = store.now();
+    const columns: Record<string, unknown[]> = {};
+    for (const name of Object.keys(definition.valueTypes)) columns[name] = batch.map((i) => (steps[i]!.values as Record<string, unknown>)[name] ?? null);
+    let rows: BatchRow[];
+    try {
+      ({ rows } = await statement(store, {
+        ...columns,
+        nodeKeys: batch.map((i) => steps[i]!.call.nodeKey),
+        visibleTo: batch.map((i) => steps[i]!.call.visibleTo),
+        versions: batch.map((i) => steps[i]!.call.version),
+        leaseTokens: batch.map((i) => steps[i]!.call.leaseToken),
+        requestKeys: batch.map((i) => steps[i]!.call.request?.requestKey ?? null),
+        requestInputs: batch.map((i) => steps[i]!.requestInput),
+        ords: batch.map((_, k) => k + 1),
+        now,
+      }));
+    } catch {
+      // Nothing was written (a request key recorded already, a concurrent history entry, or worse): each call on its own.
+      return steps.map(() => ALONE);
+    }
+    for (const i of batch) outcomes[i] = { missedAt: now };
+    for (const row of rows) outcomes[batch[Number(row.in_ord) - 1]!] = { row };
+    return outcomes;
+  });
 }
 
 /**

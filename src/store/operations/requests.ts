@@ -15,7 +15,7 @@
  * already exists, the transaction is rolled back and the stored answer read.
  */
 import { hash } from 'node:crypto';
-import { sql, type QueryCreator } from 'kysely';
+import { sql, type QueryCreator, type RawBuilder } from 'kysely';
 import type { OperationRequestRow, OperationRow } from '../../db/tables.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
@@ -166,11 +166,15 @@ export function STEP_REQUEST(
   v: { requestKey: unknown; step: OperationRequestStep; input: unknown; now: unknown },
   keepsLeaseToken: boolean,
   /** Another row of the statement recorded with the answer (finalize's watch): its CTE, read beside `u`, under `part` in the answer. */
-  beside?: { table: string; part: string },
+  beside?: { table: string; part: string; on?: RawBuilder<unknown> },
+  /** Columns of `u` that are not the operation's (a gathered batch's input): left out of the answer. */
+  omit: readonly string[] = [],
 ) {
   const row = sql.ref('u');
+  // Several keys are left out in one pass (`- text[]`): each `- key` copies the whole object.
+  const without = omit.length === 0 ? sql`'lease_token' - 'send_marker'` : sql`array[${sql.join(['lease_token', 'send_marker', ...omit].map((column) => sql.lit(column)))}]::text[]`;
   const parts = beside === undefined ? sql`` : sql`, ${sql.lit(beside.part)}, to_jsonb(${sql.ref(beside.table)})`;
-  const from = beside === undefined ? qc.selectFrom('u') : qc.selectFrom(['u', beside.table]);
+  const from = beside === undefined ? qc.selectFrom('u') : beside.on === undefined ? qc.selectFrom(['u', beside.table]) : qc.selectFrom(['u', beside.table]).where(beside.on as never);
   return qc
     .insertInto(REQUEST_TABLE)
     .columns(['caller_did', 'operation_id', 'request_key', 'step', 'input', 'answer', 'lease_token', 'created_at'])
@@ -181,7 +185,7 @@ export function STEP_REQUEST(
         eb.val(v.requestKey).as('request_key'),
         sql.lit(v.step).as('step'),
         eb.val(v.input).as('input'),
-        sql<string>`jsonb_build_object(${sql.lit(STEP_ROW)}, to_jsonb(${row}) - 'lease_token' - 'send_marker', 'sendMarkerSet', u.send_marker is not null${parts})::text`.as('answer'),
+        sql<string>`jsonb_build_object(${sql.lit(STEP_ROW)}, to_jsonb(${row}) - ${without}, 'sendMarkerSet', u.send_marker is not null${parts})::text`.as('answer'),
         keepsLeaseToken ? sql<string>`u.lease_token`.as('lease_token') : sql<null>`null`.as('lease_token'),
         eb.val(v.now).as('created_at'),
       ]),
