@@ -17,10 +17,10 @@
  * of the database is printed as the CPU of every `postgres` process on the
  * machine over its rounds, per request.
  *
- * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.0.0-rc.3 (the last
- * release candidate whose whole tree declares Node >= 16; 5.0.0-rc.6 and every
- * 5.x release need Node 22 — package.json pins the rc.3 tree by `overrides`),
- * a dev dependency started in its own process (bench/baselines/postgraphile.ts:
+ * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.1.5 (its newest
+ * release; it declares Node >= 22 but on Node 20 lacks only
+ * `Promise.withResolvers`, polyfilled in its process alone — package.json pins
+ * its tree's grafast, grafserv, pg-sql2 … by `overrides`), a dev dependency started in its own process (bench/baselines/postgraphile.ts:
  * amber preset, grafserv on node:http, no GraphiQL, no watch, no explain, the
  * schema built once at start) over the same seeded database, measured in the
  * same interleaved rounds for `{ __typename }` and the dashboard list, with its
@@ -598,7 +598,7 @@ export async function runThroughputBench(): Promise<void> {
     floorRows,
   );
   printTable(
-    'Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
+    'Peer: PostGraphile v5 (5.1.5, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
     '| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req | Postgres CPU ms/req, app / PostGraphile |',
     '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
     peerRows,
