@@ -442,46 +442,51 @@ async function listAnswer(target: Target, headers: Record<string, string>): Prom
 }
 
 /**
- * fastify + mercurius on the app's very SQL (bench/baselines/mercurius.ts).
- * The statements the app runs for one dashboard list are captured on the
- * wire (bench/sql-capture.ts) from a second app process started through the
- * capture proxy; the baseline gets them, is captured the same way, and is
- * measured only if it ran the same statements (names, texts, parameters) and
- * answered the same bytes as `app`. Then it is started again on the database
- * directly, as every other target, and returned.
+ * The environment of fastify + mercurius on the app's very SQL
+ * (bench/baselines/mercurius.ts). The statements the app runs for one
+ * dashboard list are captured on the wire (bench/sql-capture.ts) from a
+ * second app process started through the capture proxy; the baseline gets
+ * them, is captured the same way, and its environment is returned only if it
+ * ran the same statements (names, texts, parameters) and answered the same
+ * bytes as `app`.
  */
-export async function startMercuriusOnAppSQL(app: Target, appScript: string, appEnvironment: Record<string, string>, databaseURL: string, headers: Record<string, string>): Promise<Target> {
+export async function mercuriusOnAppSQL(app: Target, appScript: string, appEnvironment: Record<string, string>, databaseURL: string, headers: Record<string, string>): Promise<Record<string, string>> {
   const capture = await startSQLCapture(databaseURL);
   const captured = async (target: Target) => {
-    capture.mark();
-    const answer = await listAnswer(target, headers);
-    return { answer, statements: capture.since() };
+    try {
+      capture.mark();
+      const answer = await listAnswer(target, headers);
+      return { answer, statements: capture.since() };
+    } finally {
+      target.process.kill('SIGKILL');
+    }
   };
   try {
-    const watched = await startProcess(appScript, { ...appEnvironment, DATABASE_URL: capture.url }, '/readyz');
-    let mine;
-    try {
-      mine = await captured(watched);
-    } finally {
-      watched.process.kill('SIGKILL');
-    }
+    const mine = await captured(await startProcess(appScript, { ...appEnvironment, DATABASE_URL: capture.url }, '/readyz'));
     const env = { DATABASE_URL: databaseURL, LIST_STATEMENTS: JSON.stringify(mine.statements.map(({ name, text }) => ({ name, text }))) };
-    const probe = await startProcess('bench/baselines/mercurius.ts', { ...env, DATABASE_URL: capture.url }, '/graphql?query=%7B__typename%7D');
-    let theirs;
-    try {
-      theirs = await captured(probe);
-    } finally {
-      probe.process.kill('SIGKILL');
-    }
+    const theirs = await captured(await startProcess('bench/baselines/mercurius.ts', { ...env, DATABASE_URL: capture.url }, '/graphql?query=%7B__typename%7D'));
     if (JSON.stringify(theirs.statements) !== JSON.stringify(mine.statements)) {
       throw new Error(`dashboard list: mercurius ran other statements than the app\napp:       ${JSON.stringify(mine.statements)}\nmercurius: ${JSON.stringify(theirs.statements)}`);
     }
     const answer = await listAnswer(app, headers);
     if (theirs.answer !== answer) throw new Error(`dashboard list: mercurius answered other bytes than the app\napp:       ${answer.slice(0, 400)}\nmercurius: ${theirs.answer.slice(0, 400)}`);
-    return await startProcess('bench/baselines/mercurius.ts', env, '/graphql?query=%7B__typename%7D');
+    return env;
   } finally {
     await capture.close();
   }
+}
+
+/** fastify + mercurius on the app's very SQL ({@link mercuriusOnAppSQL}), started on the database directly as every other target. */
+export async function startMercuriusOnAppSQL(
+  app: Target,
+  appScript: string,
+  appEnvironment: Record<string, string>,
+  databaseURL: string,
+  headers: Record<string, string>,
+  nodeArgs: string[] = [],
+): Promise<Target> {
+  const env = await mercuriusOnAppSQL(app, appScript, appEnvironment, databaseURL, headers);
+  return startProcess('bench/baselines/mercurius.ts', env, '/graphql?query=%7B__typename%7D', nodeArgs);
 }
 
 /** Runs the benchmark and prints its markdown table. */
