@@ -4,7 +4,8 @@
  * records each statement run by the extended protocol (Parse/Bind/Execute, as
  * `pg` runs every parameterised query): its name ('' when unnamed), its text
  * (from the Parse of that name on any connection) and its parameters as sent
- * (text format; a binary one as hex). The benchmark uses it to check that a
+ * (text format; a binary one as hex); and each simple query (`BEGIN`, `SET`,
+ * a query without parameters), unnamed with none. The benchmark uses it to check that a
  * baseline sends the app's very statements (bench/baselines/mercurius.ts),
  * not statements that resemble them.
  *
@@ -27,7 +28,7 @@ export interface SQLCapture {
   url: string;
   /** Starts a window: {@link since} returns what was run after the last mark. */
   mark(): void;
-  /** The statements bound since the last {@link mark}, in the order their Bind messages arrived. */
+  /** The statements run since the last {@link mark}, in the order their Bind or Query messages arrived. */
   since(): CapturedStatement[];
   close(): Promise<void>;
 }
@@ -80,6 +81,8 @@ export async function startSQLCapture(databaseURL: string): Promise<SQLCapture> 
           if (name === '') unnamed = text!;
           else texts.set(name!, text!);
         } else if (type === 'B') bound.push(bindOf(body, texts, unnamed));
+        // A simple query (BEGIN, SET …): a statement of its own, with no name and no parameters.
+        else if (type === 'Q') bound.push({ name: '', text: strings(body, 1)[0]!, parameters: [] });
       }
     });
   });

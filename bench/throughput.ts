@@ -134,13 +134,25 @@ export async function freePort(): Promise<number> {
 }
 
 /**
+ * The flags `npm start` gives node (package.json's `start` script, e.g.
+ * `--max-semi-space-size=32`): every benchmark that starts scripts/start.mjs
+ * passes them, so the app runs as `npm start` runs it.
+ */
+export function startNodeArgs(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const words = scripts.start.split(/\s+/);
+  return words.slice(words.indexOf('node') + 1, words.indexOf('scripts/start.mjs')).filter((word) => word.startsWith('--'));
+}
+
+/**
  * Starts `script` as a process on a free loopback port and waits for `readyPath`:
- * TypeScript through tsx, JavaScript (`scripts/start.mjs`, the app as `npm start` runs it) as is.
+ * TypeScript through tsx, JavaScript (`scripts/start.mjs`, the app as `npm start` runs it, with its node flags) as is.
  */
 export async function startProcess(script: string, env: Record<string, string>, readyPath: string, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort();
   const loader = script.endsWith('.mjs') ? [] : ['--import', 'tsx'];
-  const child = spawn(process.execPath, [...nodeArgs, ...loader, script], {
+  const flags = script === 'scripts/start.mjs' ? startNodeArgs() : [];
+  const child = spawn(process.execPath, [...flags, ...nodeArgs, ...loader, script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
