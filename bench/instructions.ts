@@ -37,6 +37,8 @@ const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1);
 const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit,mercurius').split(',');
+/** The requests' Accept-Encoding: `identity` (no compressed answers, as the baselines give none); INSTRUCTIONS_ACCEPT_ENCODING='gzip, deflate' counts the app's compression too. */
+const ACCEPT_ENCODING = process.env.INSTRUCTIONS_ACCEPT_ENCODING ?? 'identity';
 
 interface Scripted {
   setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => { body: string };
@@ -100,7 +102,8 @@ async function count(target: 'app' | 'jit' | 'mercurius', scenarioName: string):
         const { body } = request.setupRequest({}, context);
         const response = await fetch(`${url}/graphql`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          // As autocannon in the throughput benchmark: fetch would ask for gzip, which the app alone answers (src/server/compression.ts).
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'accept-encoding': ACCEPT_ENCODING },
           body,
         });
         const text = await response.text();
