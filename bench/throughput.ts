@@ -542,7 +542,7 @@ export async function runThroughputBench(): Promise<void> {
         targets.push(peer);
         await checkPeerList(app, peer, headers);
         // fastify + mercurius with graphql-jit on the app's captured statements (issue 40 item 6).
-        // MERCURIUS_NODE_ARGS='--max-semi-space-size=32': the peer with the app's V8 settings too.
+        // MERCURIUS_NODE_ARGS='--max-semi-space-size=32': the peer under node flags of its own (as GC_NODE_ARGS).
         mercurius = await startMercuriusOnAppSQL(app, 'scripts/start.mjs', appEnvironment, database.url, headers, nodeArgsFrom('MERCURIUS_NODE_ARGS'));
         targets.push(mercurius);
       }
