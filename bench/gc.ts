@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { APP_ENV, AUDIENCE, appEnv, freePort, load, nodeArgsFrom, scenarios, scratchDatabase, seed, type Measured } from './throughput.js';
+import { APP_ENV, AUDIENCE, appEnv, freePort, load, nodeArgsFrom, scenarios, scratchDatabase, seed, startNodeArgs, type Measured } from './throughput.js';
 
 /** More flags for both processes' node (V8 flags too), space-separated: GC_NODE_ARGS='--no-allocation-site-pretenuring'. */
 const NODE_ARGS = nodeArgsFrom('GC_NODE_ARGS');
@@ -49,7 +49,8 @@ async function measure(target: 'app' | 'jit', wanted: string): Promise<Collectio
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
   if (target === 'jit') await migrateOverOwnConnection(parseDatabaseURL(database.url));
   const args = target === 'app' ? ['scripts/start.mjs'] : ['--import', 'tsx', 'bench/baselines/raw-sql.ts'];
-  const child = spawn(process.execPath, ['--trace-gc-nvp', ...NODE_ARGS, ...args], {
+  // The app with `npm start`'s node flags; GC_NODE_ARGS after them, so they may override.
+  const child = spawn(process.execPath, ['--trace-gc-nvp', ...(target === 'app' ? startNodeArgs() : []), ...NODE_ARGS, ...args], {
     env: target === 'app' ? { ...env, ...appEnv(key.did), ...APP_ENV } : { ...env, BASELINE: 'yoga-jit' },
     stdio: ['ignore', openSync(traceFile, 'w'), 'inherit'],
   });

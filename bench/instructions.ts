@@ -1,7 +1,8 @@
 /**
- * Instructions per request, counted by valgrind's callgrind: the server and
+ * Instructions per request, counted by valgrind's callgrind: the server,
  * the jit floor (a bare yoga with graphql-jit over the same SQL,
- * bench/baselines/raw-sql.ts) each run under callgrind with counting off,
+ * bench/baselines/raw-sql.ts) and, for the dashboard list, fastify +
+ * mercurius on the app's captured statements (bench/baselines/mercurius.ts) each run under callgrind with counting off,
  * take a warm-up of sequential requests, then count the instructions of the
  * next N requests (every thread of the process: GC helpers included; the
  * kernel's share of a syscall is not counted). Unlike CPU time on this
@@ -30,12 +31,14 @@ import { pathToFileURL } from 'node:url';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { APP_ENV, AUDIENCE, appEnv, freePort, post, scenarios, scratchDatabase, seed } from './throughput.js';
+import { APP_ENV, AUDIENCE, appEnv, freePort, mercuriusOnAppSQL, post, scenarios, scratchDatabase, seed, startProcess } from './throughput.js';
 
 const COUNTED = Number(process.env.N ?? 200);
 const WARM_UP = Number(process.env.WARM ?? 400);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1);
-const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit').split(',');
+const TARGETS = (process.env.INSTRUCTIONS_TARGETS ?? 'app,jit,mercurius').split(',');
+/** The requests' Accept-Encoding: `identity` (no compressed answers, as the baselines give none); INSTRUCTIONS_ACCEPT_ENCODING='gzip, deflate' counts the app's compression too. */
+const ACCEPT_ENCODING = process.env.INSTRUCTIONS_ACCEPT_ENCODING ?? 'identity';
 
 interface Scripted {
   setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => { body: string };
@@ -43,7 +46,7 @@ interface Scripted {
 }
 
 /** Counts one target's instructions per unit of `scenario` (a unit: one request, or one write-back sequence). */
-async function count(target: 'app' | 'jit', scenarioName: string): Promise<number> {
+async function count(target: 'app' | 'jit' | 'mercurius', scenarioName: string): Promise<number> {
   const scenario = scenarios().find((s) => s.name.includes(scenarioName));
   if (scenario === undefined) throw new Error(`no scenario named like "${scenarioName}"`);
   const database = await scratchDatabase('postgres');
@@ -69,11 +72,13 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
       BASELINE: 'yoga-jit',
       ...(target === 'app' ? APP_ENV : {}),
     };
-    const script = target === 'app' ? 'src/server/main.ts' : 'bench/baselines/raw-sql.ts';
+    // fastify + mercurius runs the app's captured statements (bench/throughput.ts, mercuriusOnAppSQL): the app answers once first.
+    const mercurius = target === 'mercurius' ? await mercuriusEnvironment(env, { authorization: `Bearer ${token}` }) : {};
+    const script = target === 'app' ? 'src/server/main.ts' : target === 'mercurius' ? 'bench/baselines/mercurius.ts' : 'bench/baselines/raw-sql.ts';
     const child = spawn(
       'valgrind',
       ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out')}`, process.execPath, ...(process.env.INSTRUCTIONS_KEEP ? ['--perf-basic-prof', `--logfile=${join(dir, 'v8.log')}`] : []), ...(process.env.NODE_EXTRA ? process.env.NODE_EXTRA.split(' ') : []), '--import', 'tsx', script],
-      { env, stdio: ['ignore', 'ignore', 'pipe'] },
+      { env: { ...env, ...mercurius }, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
@@ -97,7 +102,8 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
         const { body } = request.setupRequest({}, context);
         const response = await fetch(`${url}/graphql`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          // As autocannon in the throughput benchmark: fetch would ask for gzip, which the app alone answers (src/server/compression.ts).
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'accept-encoding': ACCEPT_ENCODING },
           body,
         });
         const text = await response.text();
@@ -128,6 +134,17 @@ async function count(target: 'app' | 'jit', scenarioName: string): Promise<numbe
     if (process.env.INSTRUCTIONS_KEEP) console.log(`callgrind output kept in ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
     await database.drop();
+  }
+}
+
+/** LIST_STATEMENTS for mercurius: the app (started as `npm start` runs it, uncounted) answers one list while its statements are captured. */
+async function mercuriusEnvironment(env: Record<string, string>, headers: Record<string, string>): Promise<Record<string, string>> {
+  const appEnvironment = { ...appEnv(env.BENCH_CALLER!), DATABASE_URL: env.DATABASE_URL!, NODE_ENV: 'production', ...APP_ENV };
+  const app = await startProcess('scripts/start.mjs', appEnvironment, '/readyz');
+  try {
+    return await mercuriusOnAppSQL(app, 'scripts/start.mjs', appEnvironment, env.DATABASE_URL!, headers);
+  } finally {
+    app.process.kill('SIGKILL');
   }
 }
 
@@ -188,16 +205,17 @@ export async function runInstructionsBench(scenarioNames: string[] = ['list']): 
     return;
   }
   console.log(`\n### Instructions per request (callgrind; ${WARM_UP} warm-up, ${COUNTED} counted, sequential; Postgres)\n`);
-  console.log('| scenario | app M instr. | jit floor M instr. | app ÷ jit floor |');
-  console.log('|---|--:|--:|--:|');
+  console.log('| scenario | app M instr. | jit floor M instr. | app ÷ jit floor | mercurius M instr. | app ÷ mercurius |');
+  console.log('|---|--:|--:|--:|--:|--:|');
   for (const name of scenarioNames) {
+    const scenario = scenarios().find((s) => s.name.includes(name))!;
     const results = new Map<string, number>();
-    for (const target of TARGETS) results.set(target, await count(target as 'app' | 'jit', name));
+    // mercurius answers the dashboard list only.
+    for (const target of TARGETS) if (target !== 'mercurius' || scenario.mercurius === true) results.set(target, await count(target as 'app' | 'jit' | 'mercurius', name));
     const app = results.get('app');
-    const jit = results.get('jit');
-    const fullName = scenarios().find((s) => s.name.includes(name))!.name;
     const m = (value: number | undefined) => (value === undefined ? '–' : (value / 1e6).toFixed(2));
-    console.log(`| ${fullName} | ${m(app)} | ${m(jit)} | ${app !== undefined && jit !== undefined ? `**${(app / jit).toFixed(2)}×**` : '–'} |`);
+    const ratio = (other: number | undefined) => (app !== undefined && other !== undefined ? `**${(app / other).toFixed(2)}×**` : '–');
+    console.log(`| ${scenario.name} | ${m(app)} | ${m(results.get('jit'))} | ${ratio(results.get('jit'))} | ${m(results.get('mercurius'))} | ${ratio(results.get('mercurius'))} |`);
   }
 }
 

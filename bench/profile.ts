@@ -11,6 +11,7 @@
  *   PROFILE_TARGET=jit npx tsx bench/profile.ts list      (the jit floor)
  *   PROFILE_TOP=40 BENCH_SECONDS=8 npx tsx bench/profile.ts typename
  *   PROFILE_APP=sources npx tsx bench/profile.ts list   (the app's sources through tsx)
+ *   PROFILE_TARGET=mercurius npx tsx bench/profile.ts list   (fastify + mercurius on the app's statements)
  *
  * The app runs as `npm start` runs it, from its bundle (scripts/start.mjs):
  * its own code is then one package, "the server (bundle)". With
@@ -29,7 +30,7 @@ import { join } from 'node:path';
 import { parseDatabaseURL } from '../src/db/connect.js';
 import { migrateOverOwnConnection } from '../src/db/migrator.js';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
-import { AUDIENCE, appEnv, load, scenarios, scratchDatabase, seed, startProcess, type Target } from './throughput.js';
+import { APP_ENV, AUDIENCE, appEnv, load, scenarios, scratchDatabase, seed, startMercuriusOnAppSQL, startProcess, type Target } from './throughput.js';
 
 interface ProfileNode {
   id: number;
@@ -143,16 +144,23 @@ async function main(): Promise<void> {
   const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--cpu-prof-interval=200'];
   const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did };
   let target: Target | undefined;
+  let app: Target | undefined;
   try {
     if (TARGET === 'floor' || TARGET === 'jit') {
       await migrateOverOwnConnection(parseDatabaseURL(database.url));
       const baseline = TARGET === 'jit' ? 'yoga-jit' : 'yoga';
       target = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: baseline }, '/graphql?query=%7B__typename%7D', nodeArgs);
       await seed(DIALECT, database.url, key.did);
+    } else if (TARGET === 'mercurius') {
+      // The app runs unprofiled: its statements are what the baseline runs (bench/baselines/mercurius.ts).
+      const environment = { ...common, ...appEnv(key.did), ...APP_ENV };
+      app = await startProcess('scripts/start.mjs', environment, '/readyz');
+      await seed(DIALECT, database.url, key.did);
+      target = await startMercuriusOnAppSQL(app, 'scripts/start.mjs', environment, database.url, headers, nodeArgs);
     } else {
       target = await startProcess(
         APP === 'sources' ? 'src/server/main.ts' : 'scripts/start.mjs',
-        { ...common, ...appEnv(key.did) },
+        { ...common, ...appEnv(key.did), ...APP_ENV },
         '/readyz',
         nodeArgs,
       );
@@ -178,6 +186,7 @@ async function main(): Promise<void> {
     table("Inclusive time of the project's own functions", inclusive, total, TOP);
   } finally {
     target?.process.kill('SIGKILL');
+    app?.process.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 300));
     await database.drop();
   }

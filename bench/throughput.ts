@@ -17,10 +17,10 @@
  * of the database is printed as the CPU of every `postgres` process on the
  * machine over its rounds, per request.
  *
- * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.0.0-rc.3 (the last
- * release candidate whose whole tree declares Node >= 16; 5.0.0-rc.6 and every
- * 5.x release need Node 22 — package.json pins the rc.3 tree by `overrides`),
- * a dev dependency started in its own process (bench/baselines/postgraphile.ts:
+ * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.1.5 (its newest
+ * release; it declares Node >= 22 but on Node 20 lacks only
+ * `Promise.withResolvers`, polyfilled in its process alone — package.json pins
+ * its tree's grafast, grafserv, pg-sql2 … by `overrides`), a dev dependency started in its own process (bench/baselines/postgraphile.ts:
  * amber preset, grafserv on node:http, no GraphiQL, no watch, no explain, the
  * schema built once at start) over the same seeded database, measured in the
  * same interleaved rounds for `{ __typename }` and the dashboard list, with its
@@ -44,6 +44,14 @@
  * reads every row. The claim and write-back scenarios have no PostGraphile
  * column: it has no equivalent of the fenced lease protocol.
  *
+ * A second peer on Postgres (issue 40 item 6): fastify 5 + mercurius 16 with
+ * graphql-jit (`jit: 1`), the best-built bare GraphQL server on Node, running
+ * for the dashboard list the app's very statements: captured on the wire from
+ * the app (bench/sql-capture.ts), and checked the same way against the
+ * baseline's (names, texts, parameters) and its answer's bytes against the
+ * app's before it is measured (startMercuriusOnAppSQL, bench/baselines/mercurius.ts).
+ * Its table has app ÷ mercurius and the app's p99 over the jit floor's.
+ *
  * Scenarios (the dashboard list reads a table seeded by SQL with 10 000 operations):
  * - `{ __typename }` with a reused bearer token vs a bare yoga server (and PostGraphile);
  * - dashboard list: `operations(first: 50) { … watch }` vs the same two SELECTs (and PostGraphile's one);
@@ -64,6 +72,7 @@ import pg from 'pg';
 import SQLite from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { generateLocalKey, mintToken } from '../src/auth/index.js';
+import { startSQLCapture } from './sql-capture.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -125,13 +134,25 @@ export async function freePort(): Promise<number> {
 }
 
 /**
+ * The flags `npm start` gives node (package.json's `start` script, e.g.
+ * `--max-semi-space-size=32`): every benchmark that starts scripts/start.mjs
+ * passes them, so the app runs as `npm start` runs it.
+ */
+export function startNodeArgs(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const words = scripts.start.split(/\s+/);
+  return words.slice(words.indexOf('node') + 1, words.indexOf('scripts/start.mjs')).filter((word) => word.startsWith('--'));
+}
+
+/**
  * Starts `script` as a process on a free loopback port and waits for `readyPath`:
- * TypeScript through tsx, JavaScript (`scripts/start.mjs`, the app as `npm start` runs it) as is.
+ * TypeScript through tsx, JavaScript (`scripts/start.mjs`, the app as `npm start` runs it, with its node flags) as is.
  */
 export async function startProcess(script: string, env: Record<string, string>, readyPath: string, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort();
   const loader = script.endsWith('.mjs') ? [] : ['--import', 'tsx'];
-  const child = spawn(process.execPath, [...nodeArgs, ...loader, script], {
+  const flags = script === 'scripts/start.mjs' ? startNodeArgs() : [];
+  const child = spawn(process.execPath, [...flags, ...nodeArgs, ...loader, script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -298,6 +319,8 @@ export function scenarios(): {
   raw: () => Request[];
   floor?: boolean;
   postgraphile?: () => Request[];
+  /** Whether fastify + mercurius (bench/baselines/mercurius.ts) answers this scenario, with the app's requests. */
+  mercurius?: boolean;
 }[] {
   const fenced = (c: Record<string, any>) => ({ id: c.id, version: c.version, leaseToken: c.token });
   const keep = (field: string) => (body: any, c: Record<string, any>) => {
@@ -325,6 +348,7 @@ export function scenarios(): {
       app: () => [post(() => ({ query: DASHBOARD_LIST }))],
       raw: () => [post(() => ({ op: 'list', first: 50 }))],
       postgraphile: () => [post(() => ({ query: POSTGRAPHILE_LIST }))],
+      mercurius: true,
     },
     {
       name: 'claim, new keys',
@@ -445,6 +469,64 @@ async function checkPeerList(app: Target, peer: Target, headers: Record<string, 
   if (mine.data.operations.pageInfo.hasNextPage !== theirs.data.allKubunConnectorOperations.pageInfo.hasNextPage) throw new Error('dashboard list: hasNextPage differs');
 }
 
+/** The dashboard list's answer as bytes, from `target`. */
+async function listAnswer(target: Target, headers: Record<string, string>): Promise<string> {
+  const response = await fetch(target.url + '/graphql', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query: DASHBOARD_LIST }) });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`dashboard list: ${target.url} answered ${response.status}: ${text.slice(0, 300)}`);
+  return text;
+}
+
+/**
+ * The environment of fastify + mercurius on the app's very SQL
+ * (bench/baselines/mercurius.ts). The statements the app runs for one
+ * dashboard list are captured on the wire (bench/sql-capture.ts) from a
+ * second app process started through the capture proxy; the baseline gets
+ * them, is captured the same way, and its environment is returned only if it
+ * ran the same statements (names, texts, parameters) and answered the same
+ * bytes as `app`.
+ */
+export async function mercuriusOnAppSQL(app: Target, appScript: string, appEnvironment: Record<string, string>, databaseURL: string, headers: Record<string, string>): Promise<Record<string, string>> {
+  const capture = await startSQLCapture(databaseURL);
+  // The second request of each: the first one's connections set their session up (`set plan_cache_mode …`) as they open.
+  const captured = async (target: Target) => {
+    try {
+      await listAnswer(target, headers);
+      capture.mark();
+      const answer = await listAnswer(target, headers);
+      return { answer, statements: capture.since() };
+    } finally {
+      target.process.kill('SIGKILL');
+    }
+  };
+  try {
+    const mine = await captured(await startProcess(appScript, { ...appEnvironment, DATABASE_URL: capture.url }, '/readyz'));
+    const env = { DATABASE_URL: databaseURL, LIST_STATEMENTS: JSON.stringify(mine.statements.map(({ name, text }) => ({ name, text }))) };
+    const theirs = await captured(await startProcess('bench/baselines/mercurius.ts', { ...env, DATABASE_URL: capture.url }, '/graphql?query=%7B__typename%7D'));
+    if (JSON.stringify(theirs.statements) !== JSON.stringify(mine.statements)) {
+      throw new Error(`dashboard list: mercurius ran other statements than the app\napp:       ${JSON.stringify(mine.statements)}\nmercurius: ${JSON.stringify(theirs.statements)}`);
+    }
+    const answer = await listAnswer(app, headers);
+    if (theirs.answer !== answer) throw new Error(`dashboard list: mercurius answered other bytes than the app\napp:       ${answer.slice(0, 400)}\nmercurius: ${theirs.answer.slice(0, 400)}`);
+    return env;
+  } finally {
+    await capture.close();
+  }
+}
+
+/** fastify + mercurius on the app's very SQL ({@link mercuriusOnAppSQL}), started on the database directly as every other target. */
+export async function startMercuriusOnAppSQL(
+  app: Target,
+  appScript: string,
+  appEnvironment: Record<string, string>,
+  databaseURL: string,
+  headers: Record<string, string>,
+  nodeArgs: string[] = [],
+): Promise<Target> {
+  const env = await mercuriusOnAppSQL(app, appScript, appEnvironment, databaseURL, headers);
+  return startProcess('bench/baselines/mercurius.ts', env, '/graphql?query=%7B__typename%7D', nodeArgs);
+}
+
 /** Runs the benchmark and prints its markdown table. */
 export async function runThroughputBench(): Promise<void> {
   const key = generateLocalKey();
@@ -453,6 +535,7 @@ export async function runThroughputBench(): Promise<void> {
   const rows: string[] = [];
   const floorRows: string[] = [];
   const peerRows: string[] = [];
+  const mercuriusRows: string[] = [];
   const memoryRows: string[] = [];
   for (const dialect of DIALECTS) {
     const database = await scratchDatabase(dialect);
@@ -464,11 +547,8 @@ export async function runThroughputBench(): Promise<void> {
     try {
       const common = { DATABASE_URL: database.url, NODE_ENV: 'production', BENCH_CALLER: key.did, BASELINE_UNNAMED: process.env.BASELINE_UNNAMED ?? '' };
       // As `npm start` runs it: the bundle of scripts/start.mjs (the baselines run their sources through tsx).
-      const app = await startProcess(
-        'scripts/start.mjs',
-        { ...common, ...appEnv(key.did), ...APP_ENV },
-        '/readyz',
-      );
+      const appEnvironment = { ...common, ...appEnv(key.did), ...APP_ENV };
+      const app = await startProcess('scripts/start.mjs', appEnvironment, '/readyz');
       targets.push(app);
       await seed(dialect, database.url, key.did);
       const raw = await startProcess('bench/baselines/raw-sql.ts', common, '/');
@@ -480,27 +560,35 @@ export async function runThroughputBench(): Promise<void> {
       targets.push(raw, yoga, floor, jitFloor);
       // The peer, on Postgres only: PostGraphile v5 in its own process over the same database (bench/baselines/postgraphile.ts).
       let peer: Target | undefined;
+      let mercurius: Target | undefined;
       if (dialect === 'postgres') {
         peer = await startProcess('bench/baselines/postgraphile.ts', { DATABASE_URL: database.url, NODE_ENV: 'production', GRAPHILE_ENV: 'production' }, '/');
         targets.push(peer);
         await checkPeerList(app, peer, headers);
+        // fastify + mercurius with graphql-jit on the app's captured statements (issue 40 item 6).
+        // MERCURIUS_NODE_ARGS='--max-semi-space-size=32': the peer under node flags of its own (as GC_NODE_ARGS).
+        mercurius = await startMercuriusOnAppSQL(app, 'scripts/start.mjs', appEnvironment, database.url, headers, nodeArgsFrom('MERCURIUS_NODE_ARGS'));
+        targets.push(mercurius);
       }
       for (const scenario of scenarios().filter((s) => ONLY.length === 0 || ONLY.some((o) => s.name.includes(o)))) {
         const baseline = scenario.baseline === 'yoga' ? yoga : raw;
-        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[], jit: [] as Measured[], peer: [] as Measured[] };
+        const results = { app: [] as Measured[], base: [] as Measured[], floor: [] as Measured[], jit: [] as Measured[], peer: [] as Measured[], mercurius: [] as Measured[] };
         const peerRequests = peer === undefined ? undefined : scenario.postgraphile;
+        const onMercurius = mercurius !== undefined && scenario.mercurius === true;
         // Warm-up of each, then interleaved rounds.
         await load(app, scenario.app(), scenario.perUnit, headers);
         await load(baseline, scenario.raw(), scenario.perUnit, headers);
         if (scenario.floor) await load(floor, scenario.app(), scenario.perUnit, headers);
         if (scenario.floor) await load(jitFloor, scenario.app(), scenario.perUnit, headers);
         if (peerRequests !== undefined) await load(peer!, peerRequests(), scenario.perUnit, headers);
+        if (onMercurius) await load(mercurius!, scenario.app(), scenario.perUnit, headers);
         for (let round = 0; round < ROUNDS; round++) {
           results.app.push(await load(app, scenario.app(), scenario.perUnit, headers));
           results.base.push(await load(baseline, scenario.raw(), scenario.perUnit, headers));
           if (scenario.floor) results.floor.push(await load(floor, scenario.app(), scenario.perUnit, headers));
           if (scenario.floor) results.jit.push(await load(jitFloor, scenario.app(), scenario.perUnit, headers));
           if (peerRequests !== undefined) results.peer.push(await load(peer!, peerRequests(), scenario.perUnit, headers));
+          if (onMercurius) results.mercurius.push(await load(mercurius!, scenario.app(), scenario.perUnit, headers));
         }
         const m = (list: Measured[], field: keyof Measured) => median(list.map((r) => r[field]));
         const dbCPU = (list: Measured[]) => (dialect === 'postgres' ? m(list, 'dbCpuMsPerRequest').toFixed(2) : '–');
@@ -513,6 +601,12 @@ export async function runThroughputBench(): Promise<void> {
         if (peerRequests !== undefined) {
           peerRows.push(
             `| ${dialect} | ${scenario.name} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.peer, 'rps').toFixed(0)} | **${(m(results.app, 'rps') / m(results.peer, 'rps')).toFixed(2)}×** | ${m(results.app, 'p99').toFixed(1)} | ${m(results.peer, 'p99').toFixed(1)} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.peer, 'cpuMsPerRequest').toFixed(2)} | ${dbCPU(results.app)} / ${dbCPU(results.peer)} |`,
+          );
+        }
+        if (onMercurius) {
+          const p99OverFloor = scenario.floor ? `${(m(results.app, 'p99') / m(results.jit, 'p99')).toFixed(2)}×` : '–';
+          mercuriusRows.push(
+            `| ${dialect} | ${scenario.name} | ${m(results.app, 'rps').toFixed(0)} | ${m(results.mercurius, 'rps').toFixed(0)} | **${(m(results.app, 'rps') / m(results.mercurius, 'rps')).toFixed(2)}×** | ${m(results.app, 'p99').toFixed(1)} | ${m(results.mercurius, 'p99').toFixed(1)} | ${p99OverFloor} | ${m(results.app, 'cpuMsPerRequest').toFixed(2)} | ${m(results.mercurius, 'cpuMsPerRequest').toFixed(2)} | ${dbCPU(results.app)} / ${dbCPU(results.mercurius)} |`,
           );
         }
         rows.push(
@@ -548,10 +642,16 @@ export async function runThroughputBench(): Promise<void> {
     floorRows,
   );
   printTable(
-    'Peer: PostGraphile v5 (5.0.0-rc.3, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
+    'Peer: PostGraphile v5 (5.1.5, amber preset, own process, same database; its closest document, see the header of bench/throughput.ts)',
     '| dialect | scenario | app req/s | PostGraphile req/s | app ÷ PostGraphile | app p99 ms | PostGraphile p99 ms | app CPU ms/req | PostGraphile CPU ms/req | Postgres CPU ms/req, app / PostGraphile |',
     '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
     peerRows,
+  );
+  printTable(
+    'Peer: fastify 5 + mercurius 16 with graphql-jit on the app\'s captured statements (bench/baselines/mercurius.ts; same statements and answer bytes checked)',
+    '| dialect | scenario | app req/s | mercurius req/s | app ÷ mercurius | app p99 ms | mercurius p99 ms | app p99 ÷ jit floor p99 | app CPU ms/req | mercurius CPU ms/req | Postgres CPU ms/req, app / mercurius |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    mercuriusRows,
   );
   printTable(
     `Memory after the run, and after ${IDLE_SECONDS} s idle (MiB, VmRSS / VmHWM peak of /proc/PID/status; issue 21 goal for the app: RSS after the run <= 200 MiB)`,

@@ -1,7 +1,8 @@
 /**
  * The PostGraphile peer of the throughput benchmark (issue 21 item 1):
- * PostGraphile v5 (5.0.0-rc.3, the last release candidate that runs on Node 20;
- * see the pins and overrides in package.json) over the same database the
+ * PostGraphile v5 (5.1.5, its newest release: it declares Node >= 22, and on
+ * Node 20 needs only `Promise.withResolvers`, polyfilled below in this process
+ * alone; see the pins and overrides in package.json) over the same database the
  * benchmark seeds, in its own process, served by grafserv on `node:http` at
  * POST /graphql, loopback only.
  *
@@ -47,6 +48,8 @@
  * (bench_postgraphile_created; the app's statements have their own). Without
  * it PostGraphile would sort the whole table for every page.
  */
+// First: PostGraphile 5.1 calls Promise.withResolvers, which Node 20 lacks.
+import './promise-with-resolvers.js';
 import { createServer } from 'node:http';
 import pg from 'pg';
 import { postgraphile } from 'postgraphile';
