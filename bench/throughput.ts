@@ -19,8 +19,11 @@
  *
  * A peer on Postgres (issue 21 item 1): PostGraphile v5, 5.1.5 (its newest
  * release; it declares Node >= 22 but on Node 20 lacks only
- * `Promise.withResolvers`, polyfilled in its process alone — package.json pins
- * its tree's grafast, grafserv, pg-sql2 … by `overrides`), a dev dependency started in its own process (bench/baselines/postgraphile.ts:
+ * `Promise.withResolvers`, polyfilled in its process alone), a package of its
+ * own (bench/peers/postgraphile/: its package.json pins the tree's grafast,
+ * grafserv, pg-sql2 … by `overrides`; installed from its lock by the first run
+ * that needs it, so the project's `npm ci` stays free of its engine warnings),
+ * started in its own process (bench/peers/postgraphile/server.ts:
  * amber preset, grafserv on node:http, no GraphiQL, no watch, no explain, the
  * schema built once at start) over the same seeded database, measured in the
  * same interleaved rounds for `{ __typename }` and the dashboard list, with its
@@ -61,8 +64,8 @@
  *   npx tsx bench/throughput.ts          (or npm run bench; about 3 minutes)
  *   BENCH_SECONDS=5 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_IDLE_SECONDS=30 BENCH_DIALECTS=postgres npx tsx bench/throughput.ts
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -120,6 +123,19 @@ const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 export interface Target {
   url: string;
   process: ChildProcess;
+}
+
+/**
+ * Installs the peer package bench/peers/`name` from its lock when it has not
+ * been, or its lock changed since (`npm ci` there; npm's own warnings are
+ * not shown: PostGraphile's tree declares Node >= 22 and runs here anyway).
+ */
+export function installPeer(name: string): void {
+  const dir = join(ROOT, 'bench/peers', name);
+  const installed = join(dir, 'node_modules/.package-lock.json');
+  if (existsSync(installed) && statSync(installed).mtimeMs >= statSync(join(dir, 'package-lock.json')).mtimeMs) return;
+  console.log(`Installing the ${name} peer (bench/peers/${name}, npm ci) …`);
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 export async function freePort(): Promise<number> {
@@ -294,7 +310,7 @@ const enqueueBatch = () =>
     const { leaseMs: _, ...intent } = claimInput(nextID('batch'));
     return intent;
   });
-/** PostGraphile's closest document to DASHBOARD_LIST (bench/baselines/postgraphile.ts; its fields are the columns' names). */
+/** PostGraphile's closest document to DASHBOARD_LIST (bench/peers/postgraphile/server.ts; its fields are the columns' names). */
 export const POSTGRAPHILE_LIST = `query { allKubunConnectorOperations(first: 50, orderBy: [CREATED_AT_DESC, NODE_KEY_DESC]) { edges { node { id operationId state attempts connectorName createdAt watch { id verificationStatus } } } pageInfo { hasNextPage } } }`;
 
 const claimInput = (operationID: string) => ({
@@ -551,23 +567,28 @@ export async function runThroughputBench(): Promise<void> {
       const app = await startProcess('scripts/start.mjs', appEnvironment, '/readyz');
       targets.push(app);
       await seed(dialect, database.url, key.did);
-      const raw = await startProcess('bench/baselines/raw-sql.ts', common, '/');
+      // On Postgres the list's baselines run the app's very statements, captured on the wire and checked on
+      // fastify + mercurius (mercuriusOnAppSQL): the raw handler and the floors get them too (LIST_STATEMENTS).
+      const onAppSQL = dialect === 'postgres' ? await mercuriusOnAppSQL(app, 'scripts/start.mjs', appEnvironment, database.url, headers) : undefined;
+      const baselineEnv = { ...common, LIST_STATEMENTS: onAppSQL?.LIST_STATEMENTS ?? '' };
+      const raw = await startProcess('bench/baselines/raw-sql.ts', baselineEnv, '/');
       const yoga = await startProcess('bench/baselines/bare-yoga.ts', {}, '/graphql?query=%7B__typename%7D');
       // The same SQL served by a bare yoga: what any yoga server doing this work costs.
-      const floor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D');
+      const floor = await startProcess('bench/baselines/raw-sql.ts', { ...baselineEnv, BASELINE: 'yoga' }, '/graphql?query=%7B__typename%7D');
       // The same with graphql-jit, as the app executes: the best-built bare server on this SQL (issue 21).
-      const jitFloor = await startProcess('bench/baselines/raw-sql.ts', { ...common, BASELINE: 'yoga-jit' }, '/graphql?query=%7B__typename%7D');
+      const jitFloor = await startProcess('bench/baselines/raw-sql.ts', { ...baselineEnv, BASELINE: 'yoga-jit' }, '/graphql?query=%7B__typename%7D');
       targets.push(raw, yoga, floor, jitFloor);
-      // The peer, on Postgres only: PostGraphile v5 in its own process over the same database (bench/baselines/postgraphile.ts).
+      // The peer, on Postgres only: PostGraphile v5 in its own process over the same database (bench/peers/postgraphile/).
       let peer: Target | undefined;
       let mercurius: Target | undefined;
       if (dialect === 'postgres') {
-        peer = await startProcess('bench/baselines/postgraphile.ts', { DATABASE_URL: database.url, NODE_ENV: 'production', GRAPHILE_ENV: 'production' }, '/');
+        installPeer('postgraphile');
+        peer = await startProcess('bench/peers/postgraphile/server.ts', { DATABASE_URL: database.url, NODE_ENV: 'production', GRAPHILE_ENV: 'production' }, '/');
         targets.push(peer);
         await checkPeerList(app, peer, headers);
         // fastify + mercurius with graphql-jit on the app's captured statements (issue 40 item 6).
         // MERCURIUS_NODE_ARGS='--max-semi-space-size=32': the peer under node flags of its own (as GC_NODE_ARGS).
-        mercurius = await startMercuriusOnAppSQL(app, 'scripts/start.mjs', appEnvironment, database.url, headers, nodeArgsFrom('MERCURIUS_NODE_ARGS'));
+        mercurius = await startProcess('bench/baselines/mercurius.ts', onAppSQL!, '/graphql?query=%7B__typename%7D', nodeArgsFrom('MERCURIUS_NODE_ARGS'));
         targets.push(mercurius);
       }
       for (const scenario of scenarios().filter((s) => ONLY.length === 0 || ONLY.some((o) => s.name.includes(o)))) {

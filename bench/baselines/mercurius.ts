@@ -12,7 +12,7 @@
  * the benchmark captured them on the wire (bench/sql-capture.ts): the page,
  * then the page's watches by document id. Each request runs those two texts
  * under the same names, with the parameters computed as the app computes them
- * (the page's size + 1; the page's distinct document ids padded with the last
+ * (the page's size + 1; the page's distinct document ids padded with NULLs
  * to the statement's placeholders), on a pool of named statements with
  * custom plans, as the app's (src/db/connect.ts). The benchmark captures this
  * process too and refuses to measure unless its statements (names, texts,
@@ -21,20 +21,10 @@
 import Fastify from 'fastify';
 import mercurius from 'mercurius';
 import pg from 'pg';
+import { appList, capturedListStatements, type RunCaptured } from './app-list.js';
 
-interface Statement {
-  name: string;
-  text: string;
-}
-
-function listStatements(): [Statement, Statement] {
-  const [page, watches] = JSON.parse(process.env.LIST_STATEMENTS ?? '[]') as Statement[];
-  if (page === undefined || watches === undefined) throw new Error('LIST_STATEMENTS: the page and watch statements the app ran are required');
-  return [page, watches];
-}
-const [PAGE, WATCHES] = listStatements();
-/** How many ids the watch statement takes: the app pads a page's ids to one of a few lengths (src/store/prepared.ts). */
-const WATCH_PLACEHOLDERS = (WATCHES.text.match(/\$\d+/g) ?? []).length;
+const statements = capturedListStatements();
+if (statements === undefined) throw new Error('LIST_STATEMENTS: the page and watch statements the app ran are required');
 
 pg.types.setTypeParser(20, (value) => Number(value));
 const pool = new pg.Pool({
@@ -45,51 +35,11 @@ const pool = new pg.Pool({
 });
 
 /** A statement's rows; named when the app's was. */
-async function run(statement: Statement, values: unknown[]): Promise<Record<string, any>[]> {
+const run: RunCaptured = async (statement, values) => {
   const result = await pool.query({ text: statement.text, values, ...(statement.name !== '' && { name: statement.name }) });
   return result.rows;
-}
-
-/** A column by the app's alias or its own name, whichever the captured statement selects. */
-const column = (row: Record<string, any>, alias: string, name: string) => (alias in row ? row[alias] : row[name]);
-const globalID = (type: string, nodeKey: string) => Buffer.from(`${type}:${nodeKey}`).toString('base64url');
-
-async function operations(first: number) {
-  const rows = await run(PAGE, [first + 1]);
-  const page = rows.slice(0, first);
-  const documents = [...new Set(page.map((row) => column(row, 'documentID', 'document_id')).filter((id) => id !== null))];
-  const watches = new Map<string, Record<string, any>>();
-  if (documents.length > 0) {
-    if (documents.length > WATCH_PLACEHOLDERS) throw new Error(`a page of ${documents.length} documents: the captured watch statement takes ${WATCH_PLACEHOLDERS}`);
-    const ids = [...documents];
-    while (ids.length < WATCH_PLACEHOLDERS) ids.push(ids[ids.length - 1]);
-    // Newest first per document (the statement's order): the first of each is the app's pick.
-    for (const watch of await run(WATCHES, ids)) {
-      const document = column(watch, 'documentID', 'document_id');
-      if (!watches.has(document)) watches.set(document, watch);
-    }
-  }
-  return {
-    edges: page.map((row) => {
-      const watch = watches.get(column(row, 'documentID', 'document_id'));
-      return {
-        node: {
-          id: globalID('ConnectorOperation', column(row, 'nodeKey', 'node_key')),
-          operationID: column(row, 'operationID', 'operation_id'),
-          state: String(row.state).toUpperCase(),
-          attempts: row.attempts,
-          connectorName: column(row, 'connectorName', 'connector_name'),
-          createdAt: new Date(column(row, 'createdAt', 'created_at')).toISOString(),
-          watch:
-            watch === undefined
-              ? null
-              : { id: globalID('ProjectionWatch', column(watch, 'nodeKey', 'node_key')), verificationStatus: String(column(watch, 'verificationStatus', 'verification_status')).toUpperCase() },
-        },
-      };
-    }),
-    pageInfo: { hasNextPage: rows.length > first },
-  };
-}
+};
+const operations = appList(statements, run);
 
 const schema = /* GraphQL */ `
   type Query { operations(first: Int!): OperationConnection! }

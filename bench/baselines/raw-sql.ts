@@ -28,6 +28,7 @@ import { JSONResolver } from 'graphql-scalars';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { OPERATION_COLUMNS, PROJECTION_WATCH_COLUMNS } from '../../src/db/tables.js';
+import { appList, capturedListStatements, type RunCaptured } from './app-list.js';
 
 const url = process.env.DATABASE_URL ?? '';
 const CALLER = process.env.BENCH_CALLER ?? 'did:key:zBenchCaller';
@@ -36,6 +37,8 @@ const LEASE_MS = 30_000;
 interface Runner {
   /** Runs one statement (`?` placeholders); rows back. */
   query(text: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
+  /** Runs a statement the app sent (`$n` placeholders), under the app's name for it (Postgres). */
+  captured?: RunCaptured;
   /** Runs `work` in one transaction on one connection. */
   transaction<T>(work: (query: Runner['query']) => Promise<T>): Promise<T>;
   notify: boolean;
@@ -69,6 +72,9 @@ function postgresRunner(connectionString: string): Runner {
     notify: true,
     async query(text, params = []) {
       return (await pool.query(statement(text, params))).rows;
+    },
+    async captured(captured, values) {
+      return (await pool.query({ text: captured.text, values, ...(NAMED && captured.name !== '' && { name: captured.name }) })).rows;
     },
     async transaction(work) {
       const client = await pool.connect();
@@ -123,7 +129,15 @@ const notify = async (kind: string, ...nodeKeys: unknown[]) => {
   if (db.notify) await db.query('select pg_notify(?, ?)', ['kubun_connector_changes', nodeKeys.map((k) => `${kind}:${k}`).join(' ')]);
 };
 
+/**
+ * The dashboard list: on Postgres, when the benchmark passes LIST_STATEMENTS, the app's very statements
+ * (bench/baselines/app-list.ts, as fastify + mercurius runs them); else the same reads in this file's SQL.
+ */
+const LIST = capturedListStatements();
+const appListed = LIST !== undefined && db.captured !== undefined ? appList(LIST, db.captured) : undefined;
+
 async function list(first: number) {
+  if (appListed !== undefined) return { data: { operations: await appListed(first) } };
   // As the store reads every tenant's rows (ACROSS_TENANTS, src/store/page.ts): the condition that admits the partial newest-first index.
   const rows = await db.query(`select * from kubun_connector_operation where node_key <> '' order by created_at desc, node_key desc limit ?`, [first + 1]);
   const page = rows.slice(0, first);

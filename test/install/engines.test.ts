@@ -5,12 +5,6 @@
  * the transitive ones whose newest releases ask for Node ≥ 22). A merge that
  * brings back a stale nested lock entry fails here, not in a warning nobody
  * reads.
- *
- * One exception, by name and for dev dependencies only: the PostGraphile peer
- * of the read benchmark (issue 40 item 6) is its newest release, 5.1.5, whose
- * whole tree declares Node >= 22 while it runs on Node 20 with one polyfill
- * in its own process (bench/baselines/promise-with-resolvers.ts). `npm ci`
- * warns for these packages; `npm ci --omit=dev` installs none of them.
  */
 import { readFileSync } from 'node:fs';
 import semver from 'semver';
@@ -21,19 +15,11 @@ const lock = JSON.parse(readFileSync(new URL('../../package-lock.json', import.m
 };
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } };
 
-/** The PostGraphile 5.1.5 tree (dev dependency of bench/baselines/postgraphile.ts): each declares Node >= 22. */
-const POSTGRAPHILE_PEER = new Set([
-  'postgraphile', 'grafast', 'grafserv', '@dataplan/pg', '@dataplan/json', '@graphile/lru', 'graphile-build', 'graphile-build-pg',
-  'graphile-config', 'graphile-utils', 'pg-sql2', 'tamedevil', 'pg-introspection', 'ruru', 'ruru-types',
-]);
-const packageName = (path: string) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
-
 it('every locked package admits the Node versions package.json supports (no EBADENGINE on npm ci)', () => {
   const refused: string[] = [];
   for (const [path, entry] of Object.entries(lock.packages)) {
     const range = Array.isArray(entry.engines) ? undefined : entry.engines?.node;
     if (path === '' || range === undefined || entry.optional) continue;
-    if (entry.dev === true && POSTGRAPHILE_PEER.has(packageName(path))) continue;
     if (!semver.satisfies(process.version, range, { includePrerelease: true })) refused.push(`${path}@${entry.version} wants node ${range}`);
   }
   expect(refused).toEqual([]);

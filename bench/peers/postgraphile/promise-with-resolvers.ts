@@ -1,7 +1,7 @@
 /**
  * `Promise.withResolvers` (Node 22) for the PostGraphile peer, which needs
  * nothing else of Node 22 (docs/benchmarks.md, "Throughput against the floors
- * and PostGraphile"). Imported first by bench/baselines/postgraphile.ts and only
+ * and PostGraphile"). Imported first by server.ts and only
  * there: neither the app nor another baseline runs with it.
  */
 declare global {

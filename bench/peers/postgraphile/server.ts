@@ -6,7 +6,7 @@
  * benchmark seeds, in its own process, served by grafserv on `node:http` at
  * POST /graphql, loopback only.
  *
- *   PORT=4102 DATABASE_URL=postgres://… npx tsx bench/baselines/postgraphile.ts
+ *   PORT=4102 DATABASE_URL=postgres://… npx tsx bench/peers/postgraphile/server.ts
  *
  * Production-style: the amber preset, the schema `public` introspected once at
  * start (no watch mode), no GraphiQL, no explain, no GET, no websockets, no
