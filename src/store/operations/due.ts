@@ -3,7 +3,7 @@ import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { LIVE_OPERATION_STATES, OPERATION_DEFER_REASONS, type ConnectorOperation } from './types.js';
-import { OPERATION_TABLE, rowToOperation, SEND_WINDOW_MARGIN_MS, sendWindowClosedAt } from './row.js';
+import { OPERATION_TABLE, rowToOperation, SEND_WINDOW_MARGIN_MS, sendWindowClosedBy } from './row.js';
 import { requireNonEmptyString, requireNonNegativeInteger, requireOneOf, requirePositiveInteger } from '../validate.js';
 
 /** Which deferred operations to make due: every offline one, or one owner's connector's auth ones. */
@@ -57,8 +57,8 @@ function deferredOperations(input: ResumeDeferredInput) {
 type OperationEB = ExpressionBuilder<Database, typeof OPERATION_TABLE>;
 
 /** Whether a live operation's lease is absent or expired at `now` (a worker may take it). */
-const leaseFreeAt = (eb: OperationEB, now: number) =>
-  eb.and([eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]), sendWindowClosedAt(eb, now)]);
+const leaseFreeAt = (eb: OperationEB, now: number, windowCutoff: number) =>
+  eb.and([eb.or([eb('lease_token', 'is', null), eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<=', now)]), sendWindowClosedBy(eb, windowCutoff)]);
 
 /**
  * The exact negation of "due at `now`" for a live operation, written out so
@@ -83,13 +83,13 @@ export function notDueAt(eb: OperationEB, now: number): Expression<SqlBool> {
  * {@link listDueOperations} lists and the `/metrics` backlog counts.
  * {@link notDueAt} is its negation.
  */
-export function dueOperationsQuery(store: StoreContext, now: number) {
+export function dueOperationsQuery(store: Pick<StoreContext, 'db'>, now: number, windowCutoff = now - SEND_WINDOW_MARGIN_MS) {
   return store.db
     .selectFrom(OPERATION_TABLE)
     .where('state', 'in', [...LIVE_OPERATION_STATES])
     .where('next_attempt_at', '<=', now)
     .where('defer_reason', 'is', null)
-    .where((eb) => leaseFreeAt(eb, now));
+    .where((eb) => leaseFreeAt(eb, now, windowCutoff));
 }
 
 /**

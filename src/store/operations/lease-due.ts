@@ -1,10 +1,11 @@
 /** Leasing a batch of due operations at once (issue 40 item 3, SPEC §8 "Batches"). */
 import { sql, type SelectQueryBuilder } from 'kysely';
-import type { Database, OperationRow } from '../../db/tables.js';
+import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/tables.js';
+import { prepared } from '../prepared.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { requireIntegerInRange, requireNonEmptyString, requirePositiveMs } from '../validate.js';
 import { dueOperationsQuery } from './due.js';
-import { OPERATION_TABLE, rowToOperation } from './row.js';
+import { OPERATION_TABLE, rowToOperation, SEND_WINDOW_MARGIN_MS } from './row.js';
 import { takeOverLease, takeoverSet } from './takeover.js';
 import type { ConnectorOperation, OperationLease } from './types.js';
 
@@ -59,13 +60,15 @@ export async function leaseDueOperations(store: StoreContext, input: LeaseDueOpe
 }
 
 /** The due rows of the input's connector and scope, oldest first, at most `limit` (the order and index of `listDueOperations`). */
-function dueInScope(store: StoreContext, input: LeaseDueOperationsInput, now: number): SelectQueryBuilder<Database, typeof OPERATION_TABLE, object> {
-  let query = dueOperationsQuery(store, now).where('connector_name', '=', input.connectorName);
+function dueInScope(store: Pick<StoreContext, 'db'>, input: LeaseDueOperationsInput, now: number, windowCutoff?: number): SelectQueryBuilder<Database, typeof OPERATION_TABLE, object> {
+  let query = dueOperationsQuery(store, now, windowCutoff).where('connector_name', '=', input.connectorName);
   if (input.ownerDID !== undefined) query = query.where('owner_did', '=', input.ownerDID);
   const viewer = input.visibleTo;
   if (viewer != null) query = query.where((eb) => eb.or([eb('caller_did', '=', viewer), eb('owner_did', '=', viewer)]));
   return query.orderBy('next_attempt_at', 'asc').orderBy('node_key', 'asc').limit(input.limit);
 }
+
+type LeaseValues = LeaseDueOperationsInput & { now: number; windowCutoff: number; expiresAt: number; tokens: string[] };
 
 /**
  * One statement: the due rows locked with `SKIP LOCKED` (a row another
@@ -73,20 +76,35 @@ function dueInScope(store: StoreContext, input: LeaseDueOperationsInput, now: nu
  * token of its number from an array of fresh random ids drawn here (128 bits
  * each, as every lease token). A row whose lease or state changed between the
  * snapshot and its lock is re-checked against the due predicate by Postgres
- * and dropped if no longer due.
+ * and dropped if no longer due. Prepared per scope (an owner named or not, a
+ * viewer or a service), with the table's columns written out: each runs
+ * named, parsed once per connection (src/store/prepared.ts).
  */
+function leaseStatement(byOwner: boolean, byViewer: boolean) {
+  return prepared((db, v: LeaseValues) =>
+    db
+      .with('picked', () =>
+        dueInScope({ db }, { connectorName: v.connectorName, limit: v.limit, leaseMs: 0, ...(byOwner && { ownerDID: v.ownerDID }), ...(byViewer && { visibleTo: v.visibleTo }) }, v.now, v.windowCutoff)
+          .select(['caller_did', 'operation_id'])
+          .forUpdate()
+          .skipLocked(),
+      )
+      .with('numbered', (qc) => qc.selectFrom('picked').select(['caller_did', 'operation_id', sql<number>`row_number() over ()`.as('n')]))
+      .updateTable(OPERATION_TABLE)
+      .from('numbered')
+      .set((eb) => takeoverSet(eb as never, sql<string>`(${v.tokens}::text[])[numbered.n]`, v.expiresAt, v.now))
+      .whereRef(`${OPERATION_TABLE}.caller_did`, '=', 'numbered.caller_did')
+      .whereRef(`${OPERATION_TABLE}.operation_id`, '=', 'numbered.operation_id')
+      .returning(OPERATION_COLUMNS.map((column) => `${OPERATION_TABLE}.${column}` as const)),
+  );
+}
+
+const LEASE_STATEMENTS = [leaseStatement(false, false), leaseStatement(false, true), leaseStatement(true, false), leaseStatement(true, true)];
+
 async function leaseOnPostgres(store: StoreContext, input: LeaseDueOperationsInput, now: number, expiresAt: number) {
   const tokens = Array.from({ length: input.limit }, () => store.getRandomID());
-  const rows = await store.db
-    .with('picked', () => dueInScope(store, input, now).select(['caller_did', 'operation_id']).forUpdate().skipLocked())
-    .with('numbered', (db) => db.selectFrom('picked').select(['caller_did', 'operation_id', sql<number>`row_number() over ()`.as('n')]))
-    .updateTable(OPERATION_TABLE)
-    .from('numbered')
-    .set((eb) => takeoverSet(eb as never, sql<string>`(${tokens}::text[])[numbered.n]`, expiresAt, now))
-    .whereRef(`${OPERATION_TABLE}.caller_did`, '=', 'numbered.caller_did')
-    .whereRef(`${OPERATION_TABLE}.operation_id`, '=', 'numbered.operation_id')
-    .returningAll(OPERATION_TABLE)
-    .execute();
+  const statement = LEASE_STATEMENTS[(input.ownerDID !== undefined ? 2 : 0) + (input.visibleTo != null ? 1 : 0)]!;
+  const { rows } = await statement(store, { ...input, now, windowCutoff: now - SEND_WINDOW_MARGIN_MS, expiresAt, tokens });
   return rows.map((row) => ({ row: row as OperationRow, token: row.lease_token as string }));
 }
 

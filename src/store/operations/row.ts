@@ -181,7 +181,12 @@ export function isSendWindowOpen(row: Pick<OperationRow, 'send_deadline_at'>, no
 
 /** SQL of "the send window is closed at `now`" ({@link isSendWindowOpen} negated). */
 export function sendWindowClosedAt(eb: ExpressionBuilder<any, any>, now: number) {
-  return eb.or([eb('send_deadline_at', 'is', null), eb('send_deadline_at', '<=', now - SEND_WINDOW_MARGIN_MS)]);
+  return sendWindowClosedBy(eb, now - SEND_WINDOW_MARGIN_MS);
+}
+
+/** {@link sendWindowClosedAt} with its cutoff (`now - SEND_WINDOW_MARGIN_MS`) given: a prepared statement's value. */
+export function sendWindowClosedBy(eb: ExpressionBuilder<any, any>, cutoff: number) {
+  return eb.or([eb('send_deadline_at', 'is', null), eb('send_deadline_at', '<=', cutoff)]);
 }
 
 /** Whether an operation in `state` can still change (see `LIVE_OPERATION_STATES`). */
