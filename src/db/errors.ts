@@ -76,3 +76,22 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
   const failure = error as { code?: unknown; constraint?: unknown } | null;
   return failure !== null && typeof failure === 'object' && failure.code === '23505' && (constraint === undefined || failure.constraint === constraint);
 }
+
+/**
+ * Whether a statement that carried many callers' items and failed with
+ * `error` should be run again item by item: yes when one item can have
+ * caused the failure (a key recorded already, a concurrent history entry, a
+ * deadlock or serialization failure between its rows and another writer's,
+ * or anything unclassified); no when the database itself failed (a statement
+ * past its timeout, a lost connection, no connection free), where a hundred
+ * statements in its place would only add to the load: every item then gets
+ * that failure, typed and retryable ({@link classifyDatabaseError}).
+ */
+export function isItemLevelFailure(error: unknown): boolean {
+  if (classifyDatabaseError(error) === null) return true;
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && CONFLICT_STATES.has(code)) return true;
+  }
+  return false;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyDatabaseError, isClientDeadline } from '../../src/db/errors.js';
+import { classifyDatabaseError, isClientDeadline, isItemLevelFailure } from '../../src/db/errors.js';
 
 function driverError(code: string, message = 'driver said no'): Error {
   return Object.assign(new Error(message), { code });
@@ -41,5 +41,31 @@ describe('classifyDatabaseError', () => {
     for (const error of [driverError('57014', 'canceling statement due to statement timeout'), new Error('timeout exceeded when trying to connect'), 'Query read timeout']) {
       expect(isClientDeadline(error)).toBe(false);
     }
+  });
+});
+
+describe('isItemLevelFailure: whether a failed batch statement runs its items again one by one', () => {
+  it.each([
+    ['23505', 'a key recorded already'],
+    ['40P01', 'a deadlock with another writer'],
+    ['40001', 'a serialization failure'],
+    ['42601', 'a defect of the batch statement'],
+  ])('%s (%s): yes, one item can have caused it', (code) => {
+    expect(isItemLevelFailure(driverError(code))).toBe(true);
+    expect(isItemLevelFailure(new Error('wrapped', { cause: driverError(code) }))).toBe(true);
+  });
+
+  it.each([
+    ['57014', 'a statement past its timeout'],
+    ['57P01', 'a terminated backend'],
+    ['ECONNRESET', 'a lost connection'],
+  ])('%s (%s): no, the database failed, and every item gets that failure', (code) => {
+    expect(isItemLevelFailure(driverError(code))).toBe(false);
+    expect(isItemLevelFailure(new Error('wrapped', { cause: driverError(code) }))).toBe(false);
+  });
+
+  it('no connection free, and pg’s own deadline: no', () => {
+    expect(isItemLevelFailure(new Error('timeout exceeded when trying to connect'))).toBe(false);
+    expect(isItemLevelFailure(new Error('Query read timeout'))).toBe(false);
   });
 });

@@ -18,6 +18,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { TEST_AUDIENCE } from '../helpers/graphql.js';
 import { CLAIM, claimInput, FINALIZE, operationMutationDocument, type OperationMutation } from '../helpers/operation-graphql.js';
 import { CompiledQuery } from 'kysely';
+import pg from 'pg';
 
 const alice = generateLocalKey();
 
@@ -231,6 +232,65 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     // Resent after a lost answer: each committed item answered from its record.
     const again = await gql(FINALIZE_MANY, { items: items.slice(0, 4) });
     expect(again.finalizeOperations.results.map((r: { finalized: boolean; replayed: boolean }) => [r.finalized, r.replayed])).toEqual(Array(4).fill([true, true]));
+  });
+
+  it('a batch the database fails (its statement past the timeout) answers every item with that retryable failure, writes nothing and runs no item again alone', async () => {
+    const START_MANY = `mutation($input: StartOperationAttemptsInput!) { startOperationAttempts(input: $input) { __typename ... on StartOperationAttemptsPayload { results { __typename ... on Error { code } } } } }`;
+    const FINALIZE_MANY = `mutation($input: FinalizeOperationsInput!) { finalizeOperations(input: $input) { __typename ... on FinalizeOperationsPayload { results { __typename ... on Error { code } } } } }`;
+    const claims = await Promise.all(Array.from({ length: 4 }, (_, i) => gql(CLAIM, claimInput({ operationID: `op-${i}`, deterministicEventID: `event-${i}`, requestKey: `claim-${i}` }))));
+    const fences = claims.map(({ claimOperation: { operation, lease } }) => ({ id: operation.id as string, version: lease.version as number, leaseToken: lease.token as string }));
+    const snapshot = () => database.open.db.selectFrom('kubun_connector_operation').select(['operation_id', 'version', 'attempts', 'state']).orderBy('operation_id').execute();
+    const before = await snapshot();
+    // A server whose statements may run 400 ms, and another writer holding every operation's row.
+    const timed = database.connectAgain({ statementTimeoutMs: 400 });
+    const timedSent: string[] = [];
+    timed.pgPool!.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text?: string };
+        timedSent.push(typeof first === 'string' ? first : (first?.text ?? '?'));
+        return query(...args);
+      };
+    });
+    const timedApp = createServerApp({
+      config: loadConfig({ NODE_ENV: 'test', AUTH_AUDIENCE: TEST_AUDIENCE, LOG_LEVEL: 'silent', RETENTION_INTERVAL_MS: '0', RATE_LIMIT_PER_VIEWER: '0' }),
+      database: timed,
+      changes: feed,
+      logger: createLogger('silent'),
+    });
+    const locker = new pg.Client({ connectionString: (database.open.target as { connectionString: string }).connectionString });
+    await locker.connect();
+    try {
+      await locker.query('begin');
+      await locker.query(`select 1 from kubun_connector_operation for update`);
+      const token = await mintToken({ privateKey: alice.privateKey, did: alice.did, audience: TEST_AUDIENCE, now: Date.now(), ttlSeconds: 600 });
+      const post = async (query: string, input: Record<string, unknown>) => {
+        const response = await timedApp.yoga.fetch('http://localhost/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify({ query, variables: { input } }),
+        });
+        return (await response.json()) as { data?: Record<string, any> | null; errors?: { extensions?: { code?: string } }[] };
+      };
+      for (const [name, query, items] of [
+        ['startOperationAttempts', START_MANY, fences.map((fence, i) => ({ ...fence, requestKey: `start-${i}` }))],
+        ['finalizeOperations', FINALIZE_MANY, fences.map((fence, i) => ({ ...fence, documentID: `doc-${i}`, sourceID: `src-${i}`, requestKey: `finalize-${i}` }))],
+      ] as const) {
+        timedSent.length = 0;
+        const body = await post(query, { items });
+        // Every item's answer is the database's retryable timeout; the batch's one statement is all that ran.
+        const codes = body.errors?.map((error) => error.extensions?.code) ?? body.data?.[name]?.results?.map((result: { code?: string }) => result.code);
+        expect(codes, JSON.stringify(body)).toContain('DATABASE_TIMEOUT');
+        expect(
+          timedSent.filter((text) => text.includes('update "kubun_connector_operation"')),
+          `${name}: ${timedSent.join('\n')}`,
+        ).toHaveLength(1);
+      }
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+    }
+    expect(await snapshot()).toEqual(before);
   });
 
   it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation; a resent batch replays each item', async () => {

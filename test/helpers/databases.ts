@@ -48,7 +48,7 @@ export interface TestDatabase {
   /** The suite's connection (a pool of {@link TEST_POOL_SIZE} on Postgres). */
   open: OpenDatabase;
   /** Opens another, independent connection (pool) to the same database; close it yourself. SQLite: not possible in memory. */
-  connectAgain(options?: { log?: LogConfig }): OpenDatabase;
+  connectAgain(options?: { log?: LogConfig; statementTimeoutMs?: number }): OpenDatabase;
   /** Deletes every row of every table. */
   truncate(): Promise<void>;
   destroy(): Promise<void>;
@@ -98,7 +98,7 @@ export async function createTestDatabase(dialect: DialectName, options: { migrat
     dialect,
     open,
     connectAgain: (again = {}) => {
-      const another = openDatabase(target, { poolMax: TEST_POOL_SIZE, log: again.log });
+      const another = openDatabase(target, { poolMax: TEST_POOL_SIZE, log: again.log, statementTimeoutMs: again.statementTimeoutMs });
       extra.push(another);
       return another;
     },

@@ -9,7 +9,7 @@ import { rowToOperation, selectOperationRow } from '../operations/row.js';
 import { digestInput, runKeyedRequest, STEP_REQUEST, type RowAnswerCodec } from '../operations/requests.js';
 import type { FencedStepAnswer } from '../operations/fenced-step.js';
 import { sql, type QueryCreator } from 'kysely';
-import { isUniqueViolation } from '../../db/errors.js';
+import { isItemLevelFailure, isUniqueViolation } from '../../db/errors.js';
 import { CHANGE_CHANNEL, CHANGE_KIND_CODES } from '../change-channel.js';
 import { newGenerationValues, newWatchValues, supersededWatches, WATCH_IDENTITY_COLUMNS, WATCH_SLOT_LOCK_CLASS, watchSlotKey } from '../projection-watches/watch-predicates.js';
 import { rowToProjectionWatch } from '../projection-watches/row.js';
@@ -433,8 +433,10 @@ function gatherFinalizes(keyed: boolean) {
     let rows: Record<string, unknown>[];
     try {
       ({ rows } = await statement(store, { ...columns, ords: values.map((_, k) => k + 1), now }));
-    } catch {
-      // Nothing was written: each finalize on its own (which judges a recorded key, another watch of the document).
+    } catch (error) {
+      // Nothing was written. A failure of the database itself (a timeout, a lost connection) is every finalize's answer;
+      // one an item can cause: each finalize on its own (which judges a recorded key, another watch of the document).
+      if (!isItemLevelFailure(error)) throw error;
       return calls.map(() => ALONE);
     }
     for (const row of rows) outcomes[batch[Number(row.in_ord) - 1]!] = { row };

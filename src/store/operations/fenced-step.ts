@@ -22,7 +22,7 @@ import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/ta
 import { notifyOperationChanged } from '../change-channel.js';
 import type { StoreContext } from '../context.js';
 import { NotFoundError, StaleLeaseError } from '../errors.js';
-import { isUniqueViolation } from '../../db/errors.js';
+import { isItemLevelFailure, isUniqueViolation } from '../../db/errors.js';
 import { firstPerKey, gathered, gatheredColumn } from '../gather.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
 import { rowHas } from '../row-checks.js';
@@ -331,8 +331,10 @@ function gatherSteps<V extends object, A>(definition: FencedStepDefinition<V, A>
         ords: batch.map((_, k) => k + 1),
         now,
       }));
-    } catch {
-      // Nothing was written (a request key recorded already, a concurrent history entry, or worse): each call on its own.
+    } catch (error) {
+      // Nothing was written. A failure of the database itself (a timeout, a lost connection) is every call's answer;
+      // one an item can cause (a request key recorded already, a concurrent history entry, a deadlock): each call on its own.
+      if (!isItemLevelFailure(error)) throw error;
       return steps.map(() => ALONE);
     }
     for (const i of batch) outcomes[i] = { missedAt: now };
