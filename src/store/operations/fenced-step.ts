@@ -188,17 +188,24 @@ export function selectWritten(query: any) {
   return query.selectFrom('u').select([...OPERATION_COLUMNS.map((column) => `u.${column}`), notifyOperationChanged(sql.ref('u.node_key')).as('notified')]);
 }
 
-/** The prepared statements of each definition, made on first use. */
-const statements = new WeakMap<object, { plain: PreparedStatement<any, OperationRow>; keyed: PreparedStatement<any, OperationRow> }>();
-
-function statementsOf<V extends object, A>(definition: FencedStepDefinition<V, A>) {
-  let pair = statements.get(definition);
-  if (pair === undefined) {
-    pair = { plain: stepStatement(definition, false) as PreparedStatement<any, OperationRow>, keyed: stepStatement(definition, true) as PreparedStatement<any, OperationRow> };
-    statements.set(definition, pair);
-  }
-  return pair;
+/**
+ * What `make` builds for a definition, with and without a request key,
+ * made on first use and kept for the definition's life.
+ */
+function perDefinition<T>(make: (definition: FencedStepDefinition<any, unknown>, keyed: boolean) => T): (definition: object, keyed: boolean) => T {
+  const made = new WeakMap<object, { plain: T; keyed: T }>();
+  return (definition, keyed) => {
+    let pair = made.get(definition);
+    if (pair === undefined) {
+      pair = { plain: make(definition as FencedStepDefinition<any, unknown>, false), keyed: make(definition as FencedStepDefinition<any, unknown>, true) };
+      made.set(definition, pair);
+    }
+    return keyed ? pair.keyed : pair.plain;
+  };
 }
+
+/** The single statement of each definition. */
+const statementOf = perDefinition((definition, keyed) => stepStatement(definition, keyed) as PreparedStatement<any, OperationRow>);
 
 /** The operation `target` names, if the caller may see it (lease token included: internal use only). */
 async function selectVisibleRow(store: StoreContext, target: FencedStepTarget): Promise<OperationRow | undefined> {
@@ -244,7 +251,7 @@ export async function runFencedStep<V extends object, A>(
     if (answer !== undefined) return answer;
     firstRound = 1;
   }
-  const statement = request === undefined ? statementsOf(definition).plain : statementsOf(definition).keyed;
+  const statement = statementOf(definition, request !== undefined);
   for (let round = firstRound; round < MAX_ROUNDS; round++) {
     const now = store.now();
     let row: OperationRow | undefined;
@@ -293,17 +300,8 @@ const ALONE: GatheredOutcome = { alone: true };
 /** The most calls of one step in one statement. */
 const MAX_GATHERED = 100;
 
-/** The gatherers of each definition, with and without request keys, made on first use. */
-const gatherers = new WeakMap<object, { plain: ReturnType<typeof gatherSteps>; keyed: ReturnType<typeof gatherSteps> }>();
-
-function gatheredStepsOf<V extends object, A>(definition: FencedStepDefinition<V, A>, keyed: boolean) {
-  let pair = gatherers.get(definition);
-  if (pair === undefined) {
-    pair = { plain: gatherSteps(definition as FencedStepDefinition<any, unknown>, false), keyed: gatherSteps(definition as FencedStepDefinition<any, unknown>, true) };
-    gatherers.set(definition, pair);
-  }
-  return keyed ? pair.keyed : pair.plain;
-}
+/** The gatherer of each definition. */
+const gatheredStepsOf = perDefinition(gatherSteps);
 
 function gatherSteps<V extends object, A>(definition: FencedStepDefinition<V, A>, keyed: boolean) {
   type BatchRow = OperationRow & { in_ord: number };
