@@ -1,5 +1,5 @@
 /** The one INSERT of a new operation, shared by claim (leased to its claimer) and enqueue (no lease). */
-import type { QueryCreator } from 'kysely';
+import { sql, type QueryCreator } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import { OPERATION_COLUMNS } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
@@ -100,6 +100,16 @@ function newOperationRow(v: NewOperationValues) {
  */
 export async function insertOperations(store: StoreContext, values: readonly NewOperationValues[]): Promise<OperationRow[]> {
   if (values.length === 0) return [];
+  if (store.dialect === 'postgres') {
+    // One named statement whatever the batch's size: each column one array, unnested in the order given.
+    const columns = Object.fromEntries(UNNESTED_COLUMNS.map(([column]) => [column, [] as unknown[]]));
+    for (const value of values) {
+      const row = newOperationRow(value) as Record<string, unknown>;
+      for (const [column] of UNNESTED_COLUMNS) columns[column]!.push(row[column]);
+    }
+    const { rows } = await INSERT_OPERATIONS(store, { ...columns, now: values[0]!.now });
+    return rows;
+  }
   return store.db
     .insertInto(OPERATION_TABLE)
     .values(values.map(newOperationRow))
@@ -107,6 +117,52 @@ export async function insertOperations(store: StoreContext, values: readonly New
     .returning(OPERATION_COLUMNS)
     .execute();
 }
+
+/** The columns of a new operation that differ per row, with their Postgres types; the others are constants of the batch. */
+const UNNESTED_COLUMNS = [
+  ['caller_did', 'text'],
+  ['operation_id', 'text'],
+  ['node_key', 'text'],
+  ['owner_did', 'text'],
+  ['connector_name', 'text'],
+  ['model', 'text'],
+  ['op', 'text'],
+  ['account_key', 'text'],
+  ['target', 'text'],
+  ['source_id', 'text'],
+  ['document_id', 'text'],
+  ['deterministic_event_id', 'text'],
+  ['payload_hash', 'text'],
+  ['reissue_intent', 'text'],
+  ['send_timeout_ms', 'bigint'],
+  ['next_attempt_at', 'bigint'],
+  ['incarnation', 'text'],
+  ['lease_token', 'text'],
+  ['lease_expires_at', 'bigint'],
+] as const;
+
+/**
+ * Many new operations as one statement (Postgres): each column's values as
+ * an array, unnested `with ordinality` and inserted in that order (key
+ * order: concurrent batches lock shared keys in one order), `now` and the
+ * new row's constants once for all.
+ */
+const INSERT_OPERATIONS = prepared((db, v: Record<string, unknown> & { now: number }) => {
+  const names = UNNESTED_COLUMNS.map(([column]) => column);
+  const arrays = sql.join(UNNESTED_COLUMNS.map(([column, type]) => sql`${v[column]}::${sql.raw(type)}[]`));
+  const source = sql<Record<string, unknown>>`unnest(${arrays}) with ordinality`.as(sql`i(${sql.join(names.map((name) => sql.ref(name)))}, ord)` as never);
+  return db
+    .insertInto(OPERATION_TABLE)
+    .columns([...names, 'state', 'attempts', 'version', 'created_at', 'updated_at'])
+    .expression(
+      db
+        .selectFrom(source)
+        .select([...names.map((name) => sql.ref(`i.${name}`).as(name)), sql.lit('attempted').as('state'), sql.lit(0).as('attempts'), sql.lit(0).as('version'), sql`${v.now}::bigint`.as('created_at'), sql`${v.now}::bigint`.as('updated_at')])
+        .orderBy(sql.ref('i.ord')) as never,
+    )
+    .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
+    .returning(OPERATION_COLUMNS);
+});
 
 const INSERT_OPERATION = prepared((db, v: NewOperationValues) => newOperationInsert(db, v));
 

@@ -294,6 +294,20 @@ export async function recordRequests(
 ): Promise<void> {
   if (requests.length === 0) return;
   const now = store.now();
+  if (store.dialect === 'postgres') {
+    // One named statement whatever the number: each column one array.
+    await RECORD_REQUESTS(store, {
+      callerDIDs: requests.map((request) => request.key.callerDID),
+      operationIDs: requests.map((request) => request.key.operationID),
+      requestKeys: requests.map((request) => request.requestKey),
+      steps: requests.map((request) => request.step),
+      inputs: requests.map((request) => JSON.stringify(request.input)),
+      answers: requests.map((request) => JSON.stringify(request.answer)),
+      leaseTokens: requests.map((request) => request.leaseToken),
+      now,
+    });
+    return;
+  }
   await store.db
     .insertInto(REQUEST_TABLE)
     .values(
@@ -311,6 +325,36 @@ export async function recordRequests(
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id', 'request_key']).doNothing())
     .execute();
 }
+
+/** {@link recordRequests} as one statement (Postgres): the requests' columns as arrays, unnested. */
+const RECORD_REQUESTS = prepared(
+  (
+    db,
+    v: { callerDIDs: string[]; operationIDs: string[]; requestKeys: string[]; steps: string[]; inputs: string[]; answers: string[]; leaseTokens: (string | null)[]; now: number },
+  ) =>
+    db
+      .insertInto(REQUEST_TABLE)
+      .columns(['caller_did', 'operation_id', 'request_key', 'step', 'input', 'answer', 'lease_token', 'created_at'])
+      .expression(
+        db
+          .selectFrom(
+            sql`unnest(${v.callerDIDs}::text[], ${v.operationIDs}::text[], ${v.requestKeys}::text[], ${v.steps}::text[], ${v.inputs}::text[], ${v.answers}::text[], ${v.leaseTokens}::text[])`.as(
+              sql`i(caller_did, operation_id, request_key, step, input, answer, lease_token)` as never,
+            ),
+          )
+          .select([
+            sql.ref('i.caller_did').as('caller_did'),
+            sql.ref('i.operation_id').as('operation_id'),
+            sql.ref('i.request_key').as('request_key'),
+            sql.ref('i.step').as('step'),
+            sql.ref('i.input').as('input'),
+            sql.ref('i.answer').as('answer'),
+            sql.ref('i.lease_token').as('lease_token'),
+            sql`${v.now}::bigint`.as('created_at'),
+          ]) as never,
+      )
+      .onConflict((oc) => oc.columns(['caller_did', 'operation_id', 'request_key']).doNothing()),
+);
 
 /** A lease kept without its token (the token goes to its own column). */
 export const withoutToken = (lease: OperationLease) => ({ expiresAt: lease.expiresAt, version: lease.version });
