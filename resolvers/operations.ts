@@ -259,16 +259,26 @@ export type EnqueueOperationArgs = Omit<operations.EnqueueOperationInput, 'calle
 
 /** The store's enqueue of `input` by the viewer: the viewer is the caller; only a service may name another owner. */
 function enqueueWrite(input: EnqueueOperationArgs, ctx: GraphQLContext): operations.EnqueueOperationInput {
-  const { ownerDID, sourceID, documentID, sendTimeoutMs, notBefore, ...fields } = input;
-  return {
-    ...fields,
+  // Field by field (every field, optional ones included, or this does not compile): an object rest
+  // (`const { ownerDID, ...fields } = input`) cost 6–8 % of a batch of 100's server CPU.
+  const write: Required<operations.EnqueueOperationInput> = {
     callerDID: viewerDID(ctx.viewer),
-    ownerDID: actingOwner(ctx.viewer, ownerDID),
-    sourceID: sourceID ?? null,
-    documentID: documentID ?? null,
-    sendTimeoutMs: sendTimeoutMs ?? null,
-    notBefore: notBefore?.getTime() ?? null,
+    operationID: input.operationID,
+    ownerDID: actingOwner(ctx.viewer, input.ownerDID),
+    connectorName: input.connectorName,
+    model: input.model,
+    op: input.op,
+    accountKey: input.accountKey,
+    target: input.target,
+    sourceID: input.sourceID ?? null,
+    documentID: input.documentID ?? null,
+    deterministicEventID: input.deterministicEventID,
+    payloadHash: input.payloadHash,
+    reissueIntent: input.reissueIntent,
+    sendTimeoutMs: input.sendTimeoutMs ?? null,
+    notBefore: input.notBefore?.getTime() ?? null,
   };
+  return write;
 }
 
 /** `enqueueOperation`: records a write-back intent with no lease; a new one is announced so a waiting worker starts. */
