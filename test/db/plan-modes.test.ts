@@ -13,6 +13,14 @@
  *   the 32 or 64 parameters of its padded length, is estimated dearer than
  *   the custom plans; at 16 ids it is close and goes either way): auto would save
  *   the planning of point reads only.
+ * - `force_generic_plan` on connections of their own for key reads (what a
+ *   second pool would set; bench/key-read-plans.ts measures what it saves):
+ *   a generic plan is made once per connection, on the table as it is then,
+ *   and kept until something invalidates it (an analyze). Made while the
+ *   table is empty, a key read's plan reads every row after rows arrive
+ *   (a Seq Scan), and with `enable_seqscan = off` an index that does not
+ *   lead with the key (every index costs nothing on an empty table), where
+ *   a custom plan reads 3 buffers.
  * - Pages of operations under `auto`, in the worst case for a generic plan:
  *   the plan cache chose while the table was small and analyzed, then many
  *   rows arrived behind the planner's back (autovacuum off, so no analyze
@@ -100,11 +108,12 @@ class PlanSession {
     this.#client = client;
   }
 
-  static async open(url: string, mode: 'auto' | 'force_custom_plan'): Promise<PlanSession> {
+  /** `settings`: more `set` statements for the session (`enable_seqscan = off`). */
+  static async open(url: string, mode: 'auto' | 'force_custom_plan' | 'force_generic_plan', ...settings: string[]): Promise<PlanSession> {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     client.on('error', () => {});
-    await client.query(`set plan_cache_mode = ${mode}`);
+    for (const setting of [`plan_cache_mode = ${mode}`, ...settings]) await client.query(`set ${setting}`);
     return new PlanSession(client);
   }
 
@@ -264,6 +273,49 @@ describe.skipIf(!runs)('postgres: the plan each kind of named statement runs wit
       });
     } finally {
       await session.close();
+    }
+  });
+
+  it('force_generic_plan, as a pool of its own for key reads would set: a plan made while the table is empty keeps reading every row, or the wrong index with enable_seqscan off, after rows arrive unanalyzed', async () => {
+    await open.db.executeQuery(CompiledQuery.raw('vacuum analyze'));
+    const { store: recording, statements } = recordingStatements(store);
+    await getOperationByKey(recording, { callerDID: VIEWER, operationID: 'own-7' });
+    await getOperationsByNodeKeys(recording, ['own7'], 'summary');
+    const [byKey, byNodeKey] = statements as [CompiledQuery, CompiledQuery];
+    const generic = await PlanSession.open(scratch.url, 'force_generic_plan');
+    const noSeqScan = await PlanSession.open(scratch.url, 'force_generic_plan', 'enable_seqscan = off');
+    const custom = await PlanSession.open(scratch.url, 'force_custom_plan');
+    try {
+      // The first run makes each session's generic plan, on the empty tables.
+      for (const statement of [byKey, byNodeKey]) {
+        await generic.explain(statement);
+        await noSeqScan.explain(statement);
+      }
+      await open.db.executeQuery(insertOperations('own', VIEWER, VIEWER, NEWER_ROWS, OLD));
+      const report: string[] = [];
+      const twice = async (session: PlanSession, statement: CompiledQuery) => {
+        await session.explain(statement);
+        return session.explain(statement);
+      };
+      for (const [label, statement] of [
+        ['an operation by its key', byKey],
+        ['an operation by node key', byNodeKey],
+      ] as const) {
+        const planned = await twice(custom, statement);
+        const stale = await twice(generic, statement);
+        const wrongIndex = await twice(noSeqScan, statement);
+        report.push(`${label}: custom ${planned.buffers} buffers (${planned.shape.join(' > ')}); generic ${stale.buffers} (${stale.shape.join(' > ')}); generic, enable_seqscan off, ${wrongIndex.buffers} (${wrongIndex.shape.join(' > ')})`);
+        expect((await generic.plans(statement.sql)).custom, label).toBe(0);
+        expect(stale.shape.some((node) => node.startsWith('Seq Scan')), `${label}: ${stale.shape.join(' > ')}`).toBe(true);
+        expect(stale.buffers, label).toBeGreaterThan(planned.buffers * 10);
+        // Every index costs nothing on an empty table, and the plan kept reads one that does not lead with the key.
+        expect(wrongIndex.buffers, `${label}: ${wrongIndex.shape.join(' > ')}`).toBeGreaterThan(planned.buffers * 10);
+      }
+      if (process.env.PLAN_MODES_REPORT === '1') console.log(report.join('\n'));
+    } finally {
+      await generic.close();
+      await noSeqScan.close();
+      await custom.close();
     }
   });
 
