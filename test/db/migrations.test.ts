@@ -53,7 +53,8 @@ const UNIQUE_INDEXES: Record<string, string[]> = {
 
 const INDEXES = [
   'idx_connector_operation_document',
-  'idx_connector_operation_state_updated',
+  'idx_connector_operation_terminal_updated',
+  'idx_connector_operation_retried_attempts',
   'idx_connector_operation_count_owner',
   'idx_connector_watch_document',
   'idx_connector_observation_repair_written',
@@ -66,7 +67,7 @@ const INDEXES = [
   'idx_connector_operation_activity_hour',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox', '0015-operation-id-prefix-index', '0016-activity-committed-per-statement'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox', '0015-operation-id-prefix-index', '0016-activity-committed-per-statement', '0017-operation-hot-steps'];
 
 interface Introspected {
   tables: string[];
