@@ -7,9 +7,13 @@
  * statement), the backend's CPU read from /proc/PID/schedstat around each
  * phase. No HTTP, no other process: what each statement costs Postgres,
  * apart from the machine's noise and lock waits (a backend that waits spends
- * no CPU).
+ * no CPU). Beside it, each step's row updates of the operation, history and
+ * request tables, and how many of them were HOT (heap-only: no index entry
+ * written), from pg_stat_user_tables after a forced flush of the backend's
+ * counters (outside the timed work).
  *
  *   npx tsx bench/write-step-cpu.ts            (WRITE_STEP_OPERATIONS=640, WRITE_STEP_BATCH=16)
+ *   WRITE_STEP_DDL='drop index …' npx tsx bench/write-step-cpu.ts   (an experiment: SQL run after migrating)
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -35,6 +39,7 @@ const open = openDatabase(parseDatabaseURL(url), { poolMax: 1 });
 try {
   await migrateToLatest(open.db, 'postgres');
   const store = createStoreContext(open.db, 'postgres');
+  if (process.env.WRITE_STEP_DDL) await open.pgPool!.query(process.env.WRITE_STEP_DDL);
   const caller = 'did:key:z6MkwriteStepBench';
   // WRITE_STEP_EXPLAIN=1: every statement's plan with its timings in the server's log (auto_explain; a superuser's session).
   if (process.env.WRITE_STEP_EXPLAIN === '1') await open.pgPool!.query("load 'auto_explain'; set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_triggers = on; set auto_explain.log_nested_statements = on");
@@ -45,10 +50,28 @@ try {
   const pid = Number((await open.pgPool!.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
   const cpu = () => backendNanoseconds([pid]).get(pid) ?? 0;
   const spent: Record<string, number> = { enqueue: 0, lease: 0, start: 0, mark: 0, finalize: 0 };
+  const HOT_TABLES = ['kubun_connector_operation', 'kubun_connector_operation_history', 'kubun_connector_operation_request'];
+  const updates: Record<string, Record<string, { all: number; hot: number }>> = {};
+  /** The tables' update counters, this backend's pending ones flushed first (PG15: pg_stat_force_next_flush, flushed as the backend goes idle). */
+  const counters = async () => {
+    await open.pgPool!.query('select pg_stat_force_next_flush()');
+    const { rows } = await open.pgPool!.query<{ relname: string; all: string; hot: string }>(
+      'select relname, n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_user_tables where relname = any($1)',
+      [HOT_TABLES],
+    );
+    return new Map(rows.map((row) => [row.relname, { all: Number(row.all), hot: Number(row.hot) }]));
+  };
   const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+    const counted = await counters();
     const before = cpu();
     const result = await work();
     spent[phase]! += cpu() - before;
+    for (const [table, after] of await counters()) {
+      const was = counted.get(table) ?? { all: 0, hot: 0 };
+      const sum = ((updates[phase] ??= {})[table] ??= { all: 0, hot: 0 });
+      sum.all += after.all - was.all;
+      sum.hot += after.hot - was.hot;
+    }
     return result;
   };
   for (let first = 0; first < OPERATIONS; first += 100) {
@@ -88,6 +111,16 @@ try {
   console.log('|--:|--:|--:|--:|--:|--:|');
   const ms = (ns: number) => (ns / 1e6 / OPERATIONS).toFixed(3);
   console.log(`| ${ms(spent.enqueue!)} | ${ms(spent.lease!)} | ${ms(spent.start!)} | ${ms(spent.mark!)} | ${ms(spent.finalize!)} | ${ms(total)} |`);
+  console.log('\nRow updates per operation, HOT (heap-only, no index entry) / all:\n');
+  console.log(`| table | lease | start | mark sent | finalize | HOT share |`);
+  console.log('|---|--:|--:|--:|--:|--:|');
+  for (const table of HOT_TABLES) {
+    const cells = ['lease', 'start', 'mark', 'finalize'].map((phase) => updates[phase]?.[table] ?? { all: 0, hot: 0 });
+    const all = cells.reduce((n, c) => n + c.all, 0);
+    const hot = cells.reduce((n, c) => n + c.hot, 0);
+    const per = (n: number) => (n / OPERATIONS).toFixed(2);
+    console.log(`| ${table.replace('kubun_connector_', '')} | ${cells.map((c) => `${per(c.hot)} / ${per(c.all)}`).join(' | ')} | ${all === 0 ? '–' : `${Math.round((100 * hot) / all)}%`} |`);
+  }
 } finally {
   await open.close();
   await client.query(`drop database if exists ${name} with (force)`);

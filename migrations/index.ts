@@ -21,6 +21,7 @@ import { requestKeysAndSendWindowMigration } from './0013-request-keys-and-send-
 import { changeOutboxMigration } from './0014-change-outbox.js';
 import { operationIDPrefixIndexMigration } from './0015-operation-id-prefix-index.js';
 import { activityCommittedPerStatementMigration } from './0016-activity-committed-per-statement.js';
+import { operationHotStepsMigration } from './0017-operation-hot-steps.js';
 
 export type { MigrationColumnTypes } from './column-types.js';
 
@@ -43,5 +44,6 @@ export function getMigrations(types: MigrationColumnTypes): Record<string, Migra
     '0014-change-outbox': changeOutboxMigration(types),
     '0015-operation-id-prefix-index': operationIDPrefixIndexMigration(types),
     '0016-activity-committed-per-statement': activityCommittedPerStatementMigration(types),
+    '0017-operation-hot-steps': operationHotStepsMigration(types),
   };
 }

@@ -53,7 +53,8 @@ const UNIQUE_INDEXES: Record<string, string[]> = {
 
 const INDEXES = [
   'idx_connector_operation_document',
-  'idx_connector_operation_state_updated',
+  'idx_connector_operation_terminal_updated',
+  'idx_connector_operation_retried_attempts',
   'idx_connector_operation_count_owner',
   'idx_connector_watch_document',
   'idx_connector_observation_repair_written',
@@ -66,7 +67,7 @@ const INDEXES = [
   'idx_connector_operation_activity_hour',
 ];
 
-const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox', '0015-operation-id-prefix-index', '0016-activity-committed-per-statement'];
+const MIGRATIONS = ['0001-initial', '0002-sweep-receipt-node-key', '0003-operation-finalized-lease', '0004-operation-counts', '0005-operation-history', '0006-operation-failure-indexes', '0007-sync-state-progressed-at', '0008-operation-owner-foreign-index', '0009-every-row-indexes-fenced', '0010-operation-id-index', '0011-operation-activity', '0012-replay-parameters', '0013-request-keys-and-send-window', '0014-change-outbox', '0015-operation-id-prefix-index', '0016-activity-committed-per-statement', '0017-operation-hot-steps'];
 
 interface Introspected {
   tables: string[];
@@ -210,6 +211,41 @@ for (const dialect of testDialects()) {
       // run-2 may not take run-1's key.
       await expect(db.updateTable('kubun_connector_sweep_receipt').set({ node_key: keys[0] }).where('provenance', '=', 'run-2').execute()).rejects.toThrow();
       await db.deleteFrom('kubun_connector_sweep_receipt').execute();
+    });
+
+    it('0017 on operations written before it: their generated columns are filled, and down brings back the indexes it replaced', async () => {
+      const migrator = createMigrator(database.open.db, dialect);
+      unwrapMigrationResult(await migrator.migrateTo('0016-activity-committed-per-statement'));
+      const db = database.open.db as Kysely<any>;
+      const operation = (id: string, state: string, attempts: number) => ({
+        caller_did: 'did:key:caller', operation_id: id, node_key: `n-${id}`, owner_did: 'did:key:caller', connector_name: 'google', model: 'm', op: 'create',
+        account_key: 'a', target: 't', deterministic_event_id: `e-${id}`, payload_hash: 'h', reissue_intent: 'none', state, attempts, version: 0,
+        next_attempt_at: 1, created_at: 1, updated_at: 7,
+      });
+      await db.insertInto('kubun_connector_operation').values([operation('live', 'attempted', 1), operation('retried', 'attempted', 3), operation('done', 'committed', 2), operation('dead', 'dead', 5)]).execute();
+      unwrapMigrationResult(await migrator.migrateToLatest());
+      const generated = await db.selectFrom('kubun_connector_operation').select(['operation_id', 'terminal_updated_at', 'retried_attempts']).orderBy('operation_id').execute();
+      expect(generated.map((r) => [r.operation_id, r.terminal_updated_at === null ? null : Number(r.terminal_updated_at), r.retried_attempts])).toEqual([
+        ['dead', 7, 5],
+        ['done', 7, 2],
+        ['live', null, null],
+        ['retried', null, 3],
+      ]);
+      // A step writes through them: a live row's columns follow its state and attempts.
+      await db.updateTable('kubun_connector_operation').set({ state: 'committed', attempts: 2, updated_at: 9 }).where('operation_id', '=', 'live').execute();
+      expect(await db.selectFrom('kubun_connector_operation').select(['terminal_updated_at', 'retried_attempts']).where('operation_id', '=', 'live').executeTakeFirstOrThrow()).toMatchObject({ retried_attempts: 2 });
+
+      unwrapMigrationResult(await migrator.migrateTo('0016-activity-committed-per-statement'));
+      const indexes = await introspect(database).indexes();
+      expect(indexes).toEqual(expect.arrayContaining(['idx_connector_operation_state_updated', 'idx_connector_operation_attempts']));
+      expect(indexes).not.toContain('idx_connector_operation_terminal_updated');
+      expect(indexes).not.toContain('idx_connector_operation_retried_attempts');
+      const columns = (await database.open.db.introspection.getTables()).find((t) => t.name === 'kubun_connector_operation')!.columns.map((c) => c.name);
+      expect(columns).not.toContain('terminal_updated_at');
+      expect(columns).not.toContain('retried_attempts');
+      expect(await db.selectFrom('kubun_connector_operation').select('operation_id').orderBy('operation_id').execute()).toHaveLength(4);
+      unwrapMigrationResult(await migrator.migrateToLatest());
+      await db.deleteFrom('kubun_connector_operation').execute();
     });
 
     it('enforces the node_key and watch ingress unique indexes', async () => {

@@ -64,10 +64,16 @@ describe('every column, written out', () => {
       if (dialect === 'postgres' && !inject('postgresAvailable')) skip();
       const database = await createTestDatabase(dialect);
       try {
+        // The columns rows carry: not the generated ones, which only key indexes (migration 0017; pragma_table_info leaves them out too).
         const columns = async (table: string) =>
           dialect === 'postgres'
-            ? (await sql<{ name: string }>`select column_name as name from information_schema.columns where table_name = ${table} order by ordinal_position`.execute(database.open.db)).rows.map((r) => r.name)
+            ? (await sql<{ name: string }>`select column_name as name from information_schema.columns where table_name = ${table} and is_generated = 'NEVER' order by ordinal_position`.execute(database.open.db)).rows.map((r) => r.name)
             : (await sql<{ name: string }>`select name from pragma_table_info(${table})`.execute(database.open.db)).rows.map((r) => r.name);
+        const generated =
+          dialect === 'postgres'
+            ? (await sql<{ name: string }>`select column_name as name from information_schema.columns where table_name = 'kubun_connector_operation' and is_generated <> 'NEVER'`.execute(database.open.db)).rows.map((r) => r.name)
+            : (await sql<{ name: string }>`select name from pragma_table_xinfo('kubun_connector_operation') where hidden <> 0`.execute(database.open.db)).rows.map((r) => r.name);
+        expect(generated.sort()).toEqual(['retried_attempts', 'terminal_updated_at']);
         expect([...OPERATION_COLUMNS].sort()).toEqual((await columns('kubun_connector_operation')).sort());
         expect([...PROJECTION_WATCH_COLUMNS].sort()).toEqual((await columns('kubun_connector_projection_watch')).sort());
         expect([...ENTITY_TRIM_COLUMNS].sort()).toEqual((await columns('kubun_connector_entity_trim')).sort());

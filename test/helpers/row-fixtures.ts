@@ -6,18 +6,19 @@
  * uses it through bulk-seed.ts.
  */
 import type { Insertable } from 'kysely';
-import type {
-  Database,
-  EntityTrimTable,
-  NewOperationRow,
-  ObservationRecordsTable,
-  ObservationRepairTable,
-  OperationRow,
-  PendingAuthTable,
-  ProjectionWatchRow,
-  ProjectionWatchTable,
-  SweepCandidateTable,
-  SweepReceiptTable,
+import {
+  OPERATION_COLUMNS,
+  type Database,
+  type EntityTrimTable,
+  type NewOperationRow,
+  type ObservationRecordsTable,
+  type ObservationRepairTable,
+  type OperationRow,
+  type PendingAuthTable,
+  type ProjectionWatchRow,
+  type ProjectionWatchTable,
+  type SweepCandidateTable,
+  type SweepReceiptTable,
 } from '../../src/db/tables.js';
 import type { StoreContext } from '../../src/store/context.js';
 import type { OperationKey } from '../../src/store/operations/index.js';
@@ -86,11 +87,14 @@ export async function insertOperationRow(store: StoreContext, overrides: Partial
   return row;
 }
 
-/** The raw operation row of an idempotency key (secrets included), or undefined. */
+/**
+ * The raw operation row of an idempotency key (secrets included), or
+ * undefined: its columns, not the generated ones that only key indexes (migration 0017).
+ */
 export async function getOperationRow(store: StoreContext, key: OperationKey): Promise<OperationRow | undefined> {
   return store.db
     .selectFrom('kubun_connector_operation')
-    .selectAll()
+    .select(OPERATION_COLUMNS)
     .where('caller_did', '=', key.callerDID)
     .where('operation_id', '=', key.operationID)
     .executeTakeFirst();

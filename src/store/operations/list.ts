@@ -1,5 +1,5 @@
 /** Listing operations for the API: visibility, filters, keyset pages newest first. */
-import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type SelectQueryBuilder } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import type { StoreContext } from '../context.js';
 import { prepared, type PreparedStatement } from '../prepared.js';
@@ -119,7 +119,7 @@ export async function listOperations<S extends OperationShape = 'full'>(
   const statement = pageStatement(shape);
   const { rows } = statement
     ? await statement(store, pageValues(input.visibleTo, filter, after, before, take, clock))
-    : await store.db.executeQuery(pageQuery(store.db, columns, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock));
+    : await store.db.executeQuery(pageQuery(store.db, columns, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock, shape.retried));
   const page = pageFromRows(rows as Record<string, unknown>[], direction, finishOperation);
   return { operations: page.items as OperationOfShape<S>[], hasMore: page.hasMore };
 }
@@ -128,10 +128,20 @@ export async function listOperations<S extends OperationShape = 'full'>(
  * The statement of a page: `take` rows of `scope` between the cursors in
  * the newest-first order (read backward when not `forward`).
  */
-function pageQuery(db: Kysely<Database>, columns: OperationShape, scope: OperationScope, after: OperationCursor | null, before: OperationCursor | null, forward: boolean, take: number, clock: FilterClock) {
+function pageQuery(
+  db: Kysely<Database>,
+  columns: OperationShape,
+  scope: OperationScope,
+  after: OperationCursor | null,
+  before: OperationCursor | null,
+  forward: boolean,
+  take: number,
+  clock: FilterClock,
+  retried: boolean,
+) {
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
     // Columns by name, never `*`: a prepared page then runs as a named statement (src/db/named-statements.ts).
-    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(operationTableColumns(columns) as (keyof OperationRow)[]), scope.filter, clock), after, before);
+    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(operationTableColumns(columns) as (keyof OperationRow)[]), scope.filter, clock, retried), after, before);
     if (visibility !== null) query = query.where(visibility);
     return NEWEST_FIRST.ordered(query, forward).limit(take);
   };
@@ -165,8 +175,9 @@ void EVERY_FILTER_FIELD_SHAPED;
 /**
  * What decides a page statement's text, never a value: which columns it
  * reads ({@link OperationShape}), whose page (a viewer's or a service's), which cursors bound it, its direction, which
- * filter fields are set, each list's length, and `stuck` (true and false
- * are different conditions).
+ * filter fields are set, each list's length, `stuck` (true and false
+ * are different conditions) and whether `minAttempts` asks for retried work
+ * ({@link readsRetriedAttempts}).
  */
 interface PageShape {
   columns: OperationShape;
@@ -177,6 +188,7 @@ interface PageShape {
   lists: [ListField, number][];
   values: ValueField[];
   stuck: boolean | undefined;
+  retried: boolean;
 }
 
 function pageShape(columns: OperationShape, viewer: boolean, filter: OperationFilter | undefined, after: boolean, before: boolean, forward: boolean): PageShape {
@@ -184,7 +196,7 @@ function pageShape(columns: OperationShape, viewer: boolean, filter: OperationFi
   const values: ValueField[] = [];
   for (const field of LIST_FIELDS) if (filter?.[field] !== undefined) lists.push([field, filter[field].length]);
   for (const field of VALUE_FIELDS) if (filter?.[field] !== undefined) values.push(field);
-  return { columns, viewer, after, before, forward, lists, values, stuck: filter?.stuck };
+  return { columns, viewer, after, before, forward, lists, values, stuck: filter?.stuck, retried: readsRetriedAttempts(filter) };
 }
 
 /**
@@ -218,7 +230,7 @@ function pageStatement(shape: PageShape): PreparedStatement<Record<string, unkno
     const clock = shape.stuck === undefined ? NO_CLOCK : { now: v.now as number, stuckBefore: v.stuckBefore as number };
     const cursor = (side: 'after' | 'before') => ({ createdAt: v[`${side}CreatedAt`], nodeKey: v[`${side}NodeKey`] }) as OperationCursor;
     const scope = { visibleTo: shape.viewer ? (v.viewer as string) : null, filter: filter as OperationFilter };
-    return pageQuery(db, shape.columns, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock);
+    return pageQuery(db, shape.columns, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock, shape.retried);
   });
   pageStatements.set(key, statement);
   return statement;
@@ -257,11 +269,25 @@ function clockAt(now: number, filter: OperationFilter | undefined): FilterClock 
 
 /** Applies an operation filter's conditions to a query of the operations table. */
 export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, now: number): Q {
-  return filteredAt(query, filter, clockAt(now, filter));
+  return filteredAt(query, filter, clockAt(now, filter), readsRetriedAttempts(filter));
 }
 
-/** {@link filtered} with the clock's instants computed (a prepared page passes stand-ins for them). */
-function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, clock: FilterClock): Q {
+/**
+ * Whether `minAttempts` asks for operations past their first attempt (2 or
+ * more): those are the rows of idx_connector_operation_retried_attempts
+ * (migration 0017), whose key, `retried_attempts`, is `attempts` from the
+ * second attempt on and null before, so a first start rewrites no index.
+ * One attempt or more is most started work, which no index picks out.
+ */
+function readsRetriedAttempts(filter: OperationFilter | undefined): boolean {
+  return filter?.minAttempts !== undefined && filter.minAttempts > 1;
+}
+
+/**
+ * {@link filtered} with the clock's instants computed and {@link readsRetriedAttempts}
+ * decided (a prepared page passes stand-ins for the values, and both by its shape).
+ */
+function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, clock: FilterClock, retried: boolean): Q {
   let q = query as SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>;
   if (filter === undefined) return query;
   const { now, stuckBefore } = clock;
@@ -274,6 +300,8 @@ function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABL
   if (filter.lastKinds !== undefined) q = q.where('last_kind', 'in', [...filter.lastKinds]);
   if (filter.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
   if (filter.minAttempts !== undefined) q = q.where('attempts', '>=', filter.minAttempts);
+  // The same rows, said so that the retried attempts' index serves them.
+  if (retried) q = q.where(sql.ref('retried_attempts'), '>=', filter.minAttempts!);
   // Only live work is due (a committed one keeps its last schedule): the due index (state, next_attempt_at) serves it.
   if (filter.dueBefore !== undefined) q = q.where('state', 'in', [...LIVE_OPERATION_STATES]).where('next_attempt_at', '<', filter.dueBefore);
   if (filter.createdAfter !== undefined) q = q.where('created_at', '>=', filter.createdAfter);

@@ -109,7 +109,8 @@ export async function runRetention(store: StoreContext, options: RetentionOption
     }
   };
 
-  // One state and cutoff per pass: each is a range of (state, updated_at) on its index.
+  // One state and cutoff per pass: each is a range of idx_connector_operation_terminal_updated
+  // (state, terminal_updated_at: a terminal row's updated_at, migration 0017).
   const touchedOperations = new Set<string>();
   const touchedSweepReceipts = new Set<string>();
   const finished = (state: (typeof TERMINAL_OPERATION_STATES)[number], cutoff: number) =>
@@ -121,7 +122,7 @@ export async function runRetention(store: StoreContext, options: RetentionOption
             .selectFrom('kubun_connector_operation')
             .select(['caller_did', 'operation_id'])
             .where('state', '=', state)
-            .where('updated_at', '<', cutoff)
+            .where(sql.ref('terminal_updated_at'), '<', cutoff)
             .limit(batchSize);
           if (postgres) keys = keys.forUpdate().skipLocked();
           return eb(refTuple('caller_did', 'operation_id'), 'in', keys.$asTuple('caller_did', 'operation_id'));
