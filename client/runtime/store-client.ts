@@ -25,7 +25,10 @@ export interface StoreClientOptions {
   tokens: StoreTokens;
   /** The graphql-sse endpoint for subscriptions. Default: `url` + `/stream`. */
   streamURL?: string;
-  /** The fetch to use (requests, unless {@link transport} is given, and the subscription stream). Default: the global `fetch`. */
+  /**
+   * The fetch to use (requests, unless {@link transport} is given, and the subscription stream). Default: the global `fetch`.
+   * `storeClientFromKeyFile` gives the stream `nodeHTTPStreamFetch()` of the `key-file` subpath (`node:http`).
+   */
   fetch?: typeof fetch;
   /**
    * How queries and mutations are posted. Default: through {@link fetch}.
