@@ -36,6 +36,8 @@
  *   npx tsx bench/queue-peer.ts     (or npm run bench; about a minute)
  *   QUEUE_PEER_JOBS=2000 QUEUE_PEER_WORKERS=4 QUEUE_PEER_CONCURRENCY=16 npx tsx bench/queue-peer.ts
  *   (also QUEUE_PEER_GRAPHILE_LOCAL_QUEUE, QUEUE_PEER_WARM_UP, QUEUE_PEER_TIMEOUT_MS)
+ *   QUEUE_PEER_CPU_PROF=/tmp/prof QUEUE_PEER_GRAPHILE_DEFAULTS=0 npx tsx bench/queue-peer.ts
+ *   (our server and measured worker processes under `node --cpu-prof`, profiles left in that directory)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -61,6 +63,9 @@ const GRAPHILE_DEFAULTS = process.env.QUEUE_PEER_GRAPHILE_DEFAULTS !== '0';
 const LOCAL_QUEUE_SIZE = Number(process.env.QUEUE_PEER_GRAPHILE_LOCAL_QUEUE ?? CONCURRENCY + 1);
 const WARM_UP = Number(process.env.QUEUE_PEER_WARM_UP ?? 100);
 const TIMEOUT_MS = Number(process.env.QUEUE_PEER_TIMEOUT_MS ?? 300_000);
+/** A directory: our server and worker processes run under `node --cpu-prof` and leave their profiles there. */
+const CPU_PROF_DIR = process.env.QUEUE_PEER_CPU_PROF;
+const CPU_PROF_ARGS = CPU_PROF_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF_DIR}`];
 /** Adding: batches of at most 100 (the most `enqueueOperations` takes), two at a time, for both. */
 const ADD_BATCH = MAX_ENQUEUE_BATCH;
 const ADD_IN_PARALLEL = 2;
@@ -147,8 +152,8 @@ interface Child {
   exited: Promise<void>;
 }
 
-function spawnScript(script: string, env: Record<string, string>, imports: readonly string[] = []): Child {
-  const args = script.endsWith('.mjs') ? [script] : ['--import', TSX_LOADER, ...imports.flatMap((file) => ['--import', pathToFileURL(file).href]), join(ROOT, script)];
+function spawnScript(script: string, env: Record<string, string>, imports: readonly string[] = [], nodeArgs: readonly string[] = []): Child {
+  const args = script.endsWith('.mjs') ? [...nodeArgs, script] : ['--import', TSX_LOADER, ...imports.flatMap((file) => ['--import', pathToFileURL(file).href]), join(ROOT, script)];
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
@@ -333,7 +338,7 @@ async function writeBackRuntime(): Promise<Result | undefined> {
     const statementFile = join(dir, 'server-statements.json');
     const server = await startServer(
       { DATABASE_URL: url, SERVICE_DIDS: did, AUTH_AUDIENCE: AUDIENCE, RETENTION_INTERVAL_MS: '0', STATEMENT_COUNT_FILE: statementFile, STATEMENT_COUNT_SIGNAL: 'SIGUSR2' },
-      ['--import', pathToFileURL(COUNT_STATEMENTS).href],
+      ['--import', pathToFileURL(COUNT_STATEMENTS).href, ...CPU_PROF_ARGS],
     );
     const client = await storeClientFromKeyFile(keyFile, { url: server.url, audience: AUDIENCE });
     const children: Child[] = [];
@@ -372,7 +377,7 @@ async function writeBackRuntime(): Promise<Result | undefined> {
       statementsBefore = await serverStatements(server.pid, statementFile);
       before = await reading(watch, [server.pid]);
       const serverBefore = before.processes;
-      for (let i = 0; i < WORKERS; i++) children.push(spawnScript(worker, workerEnv(connector)));
+      for (let i = 0; i < WORKERS; i++) children.push(spawnScript(worker, workerEnv(connector), [], CPU_PROF_ARGS));
       const startedAt = await startTogether(children);
       const doneAt = await waitUntilDone(async () => {
         const now = await states(connector);

@@ -5,6 +5,7 @@
  * so a browser bundle of the rest never meets `node:fs`.
  */
 import { readFile } from 'node:fs/promises';
+import { nodeHTTPStreamFetch, nodeHTTPTransport } from './node-http.js';
 import { createStoreClient, type StoreClient, type StoreClientOptions } from './runtime/store-client.js';
 import { createTokenSource, importSigningKey, type Ed25519PrivateJWK, type SigningKey, type TokenSource, type TokenSourceOptions } from './token.js';
 
@@ -65,6 +66,9 @@ export async function tokenSourceFromKeyFile(path: string | URL, options: Omit<T
  * {@link tokenSourceFromKeyFile}: the one line a worker needs before
  * `runWorker`. `options.audience` and `options.lifetimeSeconds` go to the
  * token source (defaults: `connector-store`, 900 s); the DID is `client.did`.
+ * Requests go through {@link nodeHTTPTransport} and the subscription stream
+ * through {@link nodeHTTPStreamFetch} unless `options.fetch` or
+ * `options.transport` says otherwise.
  */
 export async function storeClientFromKeyFile(
   path: string | URL,
@@ -72,5 +76,12 @@ export async function storeClientFromKeyFile(
 ): Promise<StoreClient & { readonly did: string }> {
   const { audience, lifetimeSeconds, ...clientOptions } = options;
   const tokens = await tokenSourceFromKeyFile(path, { lifetimeSeconds: lifetimeSeconds ?? 900, ...(audience !== undefined && { audience }) });
-  return { ...createStoreClient({ ...clientOptions, tokens }), did: tokens.did };
+  const nodeHTTP = clientOptions.fetch === undefined && clientOptions.transport === undefined;
+  const transport = clientOptions.transport ?? (clientOptions.fetch === undefined ? nodeHTTPTransport() : undefined);
+  return {
+    ...createStoreClient({ ...clientOptions, tokens, ...(transport !== undefined && { transport }), ...(nodeHTTP && { fetch: nodeHTTPStreamFetch() }) }),
+    did: tokens.did,
+  };
 }
+
+export { nodeHTTPStreamFetch, nodeHTTPTransport, type NodeHTTPTransportOptions } from './node-http.js';

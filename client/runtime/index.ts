@@ -5,7 +5,7 @@
  * due operations ({@link runWorker}), and how that work comes to exist
  * ({@link enqueue}, {@link enqueueAll}). See docs/worker.md of the server.
  */
-export { createStoreClient, StoreRequestError, type StoreClient, type StoreClientOptions, type StoreRequestOptions, type StoreSubscriptionSink, type StoreTokens } from './store-client.js';
+export { createStoreClient, fetchTransport, StoreRequestError, type StoreClient, type StoreClientOptions, type StoreRequestOptions, type StoreSubscriptionSink, type StoreTokens, type StoreTransport, type StoreTransportAnswer, type StoreTransportRequest } from './store-client.js';
 export {
   writeBack,
   LeaseLostError,

@@ -25,8 +25,19 @@ export interface StoreClientOptions {
   tokens: StoreTokens;
   /** The graphql-sse endpoint for subscriptions. Default: `url` + `/stream`. */
   streamURL?: string;
-  /** The fetch to use. Default: the global `fetch`. */
+  /**
+   * The fetch to use (requests, unless {@link transport} is given, and the subscription stream). Default: the global `fetch`.
+   * `storeClientFromKeyFile` gives the stream `nodeHTTPStreamFetch()` of the `key-file` subpath (`node:http`).
+   */
   fetch?: typeof fetch;
+  /**
+   * How queries and mutations are posted. Default: through {@link fetch}.
+   * In Node, `nodeHTTPTransport()` of the `key-file` subpath (what
+   * `storeClientFromKeyFile` uses) posts through `node:http` with keep-alive:
+   * a third to a quarter of the CPU per request of Node's `fetch` (undici and
+   * its web streams), a worker's largest cost.
+   */
+  transport?: StoreTransport;
   /** Send each document's persisted id (`documentId`) instead of its text, for a server with `PERSISTED_DOCUMENTS=only`. Default: false. */
   persistedDocuments?: boolean;
   /** How many times a retryable failure is retried before {@link StoreRequestError} is thrown. Default: 6. */
@@ -44,6 +55,34 @@ export interface StoreClientOptions {
   compressedAnswers?: boolean;
   /** Told about every retry (for metrics and logs; carries no variables and no token). */
   onRetry?: (retry: { operationName: string | undefined; code: string; attempt: number; delayMs: number }) => void;
+}
+
+/** One POST of a GraphQL request, as {@link StoreClientOptions.transport} sends it. */
+export interface StoreTransportRequest {
+  headers: Record<string, string>;
+  body: string;
+  /** Aborts the request: the promise rejects. */
+  signal: AbortSignal;
+}
+
+/** What the client reads of an answer: its status, a header, its body as text. */
+export interface StoreTransportAnswer {
+  status: number;
+  /** A header's value (name in lower case), null when absent. */
+  header(name: string): string | null;
+  text: string;
+}
+
+/** Posts one request to `url`; rejects when no answer came (a reset connection, an abort). */
+export type StoreTransport = (url: string, request: StoreTransportRequest) => Promise<StoreTransportAnswer>;
+
+/** The default transport: `fetch`. */
+export function fetchTransport(fetchImpl: typeof fetch = globalThis.fetch.bind(globalThis)): StoreTransport {
+  return async (url, { headers, body, signal }) => {
+    const response = await fetchImpl(url, { method: 'POST', headers, body, signal });
+    const text = await response.text();
+    return { status: response.status, header: (name) => response.headers.get(name), text };
+  };
 }
 
 /** Per-request options of {@link StoreClient.request}. */
@@ -139,6 +178,7 @@ interface PreparedDocument {
 /** Creates a {@link StoreClient} for the server at `options.url`. */
 export function createStoreClient(options: StoreClientOptions): StoreClient {
   const fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+  const transport = options.transport ?? fetchTransport(fetchImpl);
   // fetch asks for gzip and brotli by itself; `identity` asks for the answer as it is.
   const encoding = (options.compressedAnswers ?? !isLoopbackURL(options.url)) ? undefined : { 'accept-encoding': 'identity' };
   const maxRetries = options.maxRetries ?? 6;
@@ -172,11 +212,9 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
   async function attempt(document: PreparedDocument, variables: Record<string, unknown>, signal: AbortSignal | undefined, reauthorized: boolean, retryServerErrors = false): Promise<unknown> {
     const operationName = document.operationName;
     const guard = linkedSignal([signal], requestTimeoutMs);
-    let response: Response;
-    let text: string;
+    let response: StoreTransportAnswer;
     try {
-      response = await fetchImpl(options.url, {
-        method: 'POST',
+      response = await transport(options.url, {
         headers: {
           'content-type': 'application/json',
           accept: 'application/graphql-response+json, application/json',
@@ -187,7 +225,6 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
         body: JSON.stringify({ ...document.body, variables, ...(operationName !== undefined && { operationName }) }),
         signal: guard.signal,
       });
-      text = await response.text();
     } catch (error) {
       if (signal?.aborted === true) throw signal.reason;
       const timedOut = guard.timedOut();
@@ -201,7 +238,9 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     } finally {
       guard.dispose();
     }
-    const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
+    const text = response.text;
+    const ok = response.status >= 200 && response.status < 300;
+    const retryAfterMs = parseRetryAfter(response.header('retry-after'));
     let body: { data?: unknown; errors?: GraphQLErrorJSON[]; extensions?: unknown } | undefined;
     try {
       body = JSON.parse(text) as typeof body;
@@ -211,7 +250,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     // Before any refusal is thrown: a mutation answered with an error may still have committed.
     consistencyToken = laterConsistencyToken(consistencyToken, body?.extensions);
     const firstError = body?.errors?.[0];
-    if (response.ok && body !== undefined && body.data != null && firstError === undefined) return body.data;
+    if (ok && body !== undefined && body.data != null && firstError === undefined) return body.data;
     const code = typeof firstError?.extensions?.code === 'string' ? firstError.extensions.code : body === undefined ? 'BAD_RESPONSE' : `HTTP_${response.status}`;
     if (response.status === 401 && !reauthorized && typeof options.tokens !== 'string') {
       // A token the server no longer takes (a clock jump, a key just listed): mint once more.

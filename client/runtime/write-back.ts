@@ -22,7 +22,7 @@ import {
 } from '../generated/graphql.js';
 import { linkedSignal } from './signals.js';
 import { singleSteps, type WriteBackSteps } from './steps.js';
-import { sleep, StoreRequestError, type StoreClient } from './store-client.js';
+import { StoreRequestError, type StoreClient } from './store-client.js';
 
 /** An operation as the runtime hands it to a handler (every field of `ConnectorOperationFields`). */
 export type WriteBackOperation = ConnectorOperationFieldsFragment;
@@ -494,51 +494,59 @@ function keepLease(
   lost: AbortController,
   onRenewed: () => void,
 ): { stop(): void } {
-  const stopped = new AbortController();
+  // Plain timers and a flag, not an AbortController: every operation stops its keeper, and an
+  // abort without a reason builds a DOMException with its stack (the largest runtime cost per
+  // operation in a queue-peer profile); only a renewal in flight gets a signal to abort.
+  let stopped = false;
+  let renewing: AbortController | undefined;
   // Conservative: counted from before the request that granted or renewed it.
   let expiresAt = Date.now() + leaseMs;
   let expiryTimer: ReturnType<typeof setTimeout> | undefined;
+  let renewTimer: ReturnType<typeof setTimeout> | undefined;
   const armExpiry = () => {
     clearTimeout(expiryTimer);
     expiryTimer = setTimeout(() => lost.abort(new LeaseLostError('the lease lapsed before it could be renewed')), Math.max(0, expiresAt - Date.now()));
   };
-  armExpiry();
-  const loop = async () => {
-    while (!stopped.signal.aborted && !lost.signal.aborted) {
-      try {
-        await sleep(everyMs, stopped.signal);
-      } catch {
+  const renew = async () => {
+    if (stopped || lost.signal.aborted) return;
+    const sentAt = Date.now();
+    const aborter = new AbortController();
+    renewing = aborter;
+    // Retries must not outlive the lease.
+    const guard = linkedSignal([aborter.signal], Math.max(1, expiresAt - Date.now()));
+    try {
+      const { renewOperationLease: renewed } = await client.request(RenewOperationLeaseDocument, { input: { ...fence(), leaseMs } }, { signal: guard.signal, retryServerErrors: true });
+      if (stopped) return;
+      if (renewed.__typename !== 'OperationPayload') {
+        lost.abort(new LeaseLostError(`renewal refused: ${renewed.code}`));
         return;
       }
-      if (stopped.signal.aborted) return;
-      const sentAt = Date.now();
-      // Retries must not outlive the lease.
-      const guard = linkedSignal([stopped.signal], Math.max(1, expiresAt - Date.now()));
-      try {
-        const { renewOperationLease: renewed } = await client.request(RenewOperationLeaseDocument, { input: { ...fence(), leaseMs } }, { signal: guard.signal, retryServerErrors: true });
-        if (stopped.signal.aborted) return;
-        if (renewed.__typename !== 'OperationPayload') {
-          lost.abort(new LeaseLostError(`renewal refused: ${renewed.code}`));
-          return;
-        }
-        expiresAt = sentAt + leaseMs;
-        armExpiry();
-        onRenewed();
-      } catch {
-        // Unreachable for now: try again next round; the expiry timer decides when it is lost.
-      } finally {
-        guard.dispose();
-      }
+      expiresAt = sentAt + leaseMs;
+      armExpiry();
+      onRenewed();
+    } catch {
+      // Unreachable for now: try again next round; the expiry timer decides when it is lost.
+    } finally {
+      guard.dispose();
+      renewing = undefined;
     }
+    if (!stopped && !lost.signal.aborted) renewTimer = setTimeout(renew, everyMs);
   };
-  void loop();
+  armExpiry();
+  renewTimer = setTimeout(renew, everyMs);
   return {
     stop() {
-      stopped.abort();
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(renewTimer);
       clearTimeout(expiryTimer);
+      renewing?.abort(KEEPER_STOPPED);
     },
   };
 }
+
+/** Why a renewal in flight was aborted: its operation is over (one reason for all, built once). */
+const KEEPER_STOPPED = new Error('the lease keeper stopped');
 
 /** `Name: message` of what a handler threw, for `lastError` (the server redacts token-shaped text). */
 function describeThrown(error: unknown): string {
