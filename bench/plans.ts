@@ -8,7 +8,9 @@
  * the plan has a sequential scan on a store table, and the ratios the issue
  * sets goals for (median of five runs): deep page ÷ page 1, 1 M ÷ 10 k, and count ÷ page. Key
  * lookups are also explained before ANALYZE, when the statistics do not yet
- * know any caller, and must use the primary key then too.
+ * know any caller, and must use the primary key then too. Lists are explained
+ * in the column shape their readers select (src/store/operations/list.ts):
+ * the dashboard's pages `brief`, the console's filters and search `summary`.
  *
  *   PG_TEST_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/plans.ts
  *   BENCH_ROWS=200000 …   (default 1 000 000; about a minute on this machine kind)
@@ -156,10 +158,10 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
     // 90 % of the way down what the viewer sees (a service: 900 000 rows deep at 1 M, page 18 000).
     const visible = visibleTo === null ? rows : Math.floor(rows / OWNERS);
     const after = await operationCursorAt(db, visibleTo, Math.floor(visible * 0.9));
-    plans.set(`operations, ${label}, page 1`, await db.explain((s) => listOperations(s, { visibleTo, first: 50 })));
-    plans.set(`operations, ${label}, deep page`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, after })));
+    plans.set(`operations, ${label}, page 1`, await db.explain((s) => listOperations(s, { visibleTo, first: 50 }, 'brief')));
+    plans.set(`operations, ${label}, deep page`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, after }, 'brief')));
     plans.set(`operations, ${label}, totalCount`, await db.explain((s) => countOperations(s, { visibleTo })));
-    plans.set(`operations, ${label}, states filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter: { states: ['dead'] } })));
+    plans.set(`operations, ${label}, states filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter: { states: ['dead'] } }, 'summary')));
     if (visibleTo === null) {
       // The failure filters a dashboard combines (issue 11).
       const failureFilters: [string, OperationFilter][] = [
@@ -171,7 +173,7 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
         ['created range', { createdAfter: 1700000000000 + rows / 2, createdBefore: 1700000000000 + rows / 2 + 1000 }],
       ];
       for (const [name, filter] of failureFilters) {
-        plans.set(`operations, service, ${name} filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter })));
+        plans.set(`operations, service, ${name} filter`, await db.explain((s) => listOperations(s, { visibleTo, first: 50, filter }, 'summary')));
         plans.set(`operations, service, ${name} count`, await db.explain((s) => countOperations(s, { visibleTo, filter })));
       }
     }
@@ -199,10 +201,10 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
   // The console's search (issue 22 item 3): one text as an idempotency key (any caller's), a document, an owner.
   const searched = `op-${Math.floor(rows / 2) + 7}`; // called by zOwner7, the ordinary user
   for (const [label, visibleTo] of [['service', null], ['ordinary user', ORDINARY]] as const) {
-    plans.set(`search, ${label}, operation ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { operationID: searched } })));
-    plans.set(`search, ${label}, document ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { documentID: 'doc-search' } })));
+    plans.set(`search, ${label}, operation ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { operationID: searched } }, 'summary')));
+    plans.set(`search, ${label}, document ID`, await db.explain((s) => listOperations(s, { visibleTo, first: 25, filter: { documentID: 'doc-search' } }, 'summary')));
   }
-  plans.set('search, service, owner DID', await db.explain((s) => listOperations(s, { visibleTo: null, first: 25, filter: { ownerDID: ORDINARY } })));
+  plans.set('search, service, owner DID', await db.explain((s) => listOperations(s, { visibleTo: null, first: 25, filter: { ownerDID: ORDINARY } }, 'summary')));
 
   // Behind the statistics (issue 21 item 4): a busy tenant's 60 000 newer rows arrive after the last
   // ANALYZE. A user's page 1 must not walk past them (it read the newest-first index of every row).
@@ -215,8 +217,8 @@ async function measure(db: Seeded, rows: number): Promise<Map<string, Plan>> {
      from generate_series(1, ${STALE_ROWS}) as i`,
   );
   const deep = await operationCursorAt(db, ORDINARY, Math.floor((rows / OWNERS) * 0.9));
-  plans.set(`operations, ordinary user, page 1, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50 })));
-  plans.set(`operations, ordinary user, deep page, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50, after: deep })));
+  plans.set(`operations, ordinary user, page 1, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50 }, 'brief')));
+  plans.set(`operations, ordinary user, deep page, ${STALE_LABEL}`, await db.explain((s) => listOperations(s, { visibleTo: ORDINARY, first: 50, after: deep }, 'brief')));
   return plans;
 }
 
