@@ -14,6 +14,7 @@
  *
  *   PG_TEST_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/plans.ts
  *   BENCH_ROWS=200000 …   (default 1 000 000; about a minute on this machine kind)
+ *   PLANS_SHOW=gauges …   (also prints the whole plan of each statement whose label matches)
  */
 import { readStoreGauges } from '../src/store/gauges.js';
 import { randomBytes } from 'node:crypto';
@@ -45,7 +46,12 @@ interface Plan {
   ms: number;
   seqScan: boolean;
   indexes: string[];
+  /** EXPLAIN's text of the first run. */
+  text: string;
 }
+
+/** `PLANS_SHOW=regex`: the labels whose whole plan (at the larger size) is printed after the table. */
+const SHOW = process.env.PLANS_SHOW ? new RegExp(process.env.PLANS_SHOW, 'i') : null;
 
 /** A scratch database seeded with `rows` operations; statements the store runs are captured. */
 async function seeded(admin: pg.Client, rows: number) {
@@ -119,6 +125,7 @@ async function seeded(admin: pg.Client, rows: number) {
         ms: times[Math.floor(times.length / 2)]!,
         seqScan: /Seq Scan on kubun_connector_(operation|projection_watch|sync_state)\b/.test(text),
         indexes: [...new Set([...text.matchAll(/(?:Index(?: Only)? Scan(?: Backward)?|Bitmap Index Scan) (?:using|on) (\w+)/g)].map((m) => m[1]!))],
+        text,
       };
     },
     async drop() {
@@ -252,6 +259,7 @@ export async function runPlansBench(): Promise<void> {
       const ms = (p: Plan | undefined) => (p === undefined || !Number.isFinite(p.ms) ? '(plan only)' : p.ms.toFixed(3));
       console.log(`| ${name} | ${ms(base)} | ${ms(plan)} | ${ratio} | ${plan.seqScan || base?.seqScan ? '**yes**' : 'no'} | ${plan.indexes.join(', ')} |`);
     }
+    for (const [name, plan] of large.plans) if (SHOW?.test(name)) console.log(`\n${name} at ${fmt(large.rows)}:\n\n\`\`\`\n${plan.text}\n\`\`\``);
     console.log(`\n| at ${fmt(large.rows)} | ratio |\n|---|--:|`);
     for (const who of ['service', 'ordinary user']) {
       const page = large.plans.get(`operations, ${who}, page 1`)!.ms;

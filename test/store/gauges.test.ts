@@ -3,6 +3,7 @@
  * counters, the due backlog and its oldest entry, expired leases, stuck
  * operations, watches and sync states by status; bounded by the count cap.
  */
+import { CompiledQuery } from 'kysely';
 import { expect, it } from 'vitest';
 import { COUNT_CAP } from '../../src/store/count.js';
 import { readStoreGauges } from '../../src/store/gauges.js';
@@ -10,6 +11,7 @@ import { recordOperationOutcome, startOperationAttempt } from '../../src/store/o
 import { setSyncState } from '../../src/store/sync-state/index.js';
 import { describeEachDialect } from '../helpers/databases.js';
 import { claimFresh } from '../helpers/operation-claim-fixtures.js';
+import { recordingStatements } from '../helpers/query-plans.js';
 import { insertOperationRow, insertWatchRow } from '../helpers/row-fixtures.js';
 
 describeEachDialect('store gauges', (suite) => {
@@ -86,9 +88,26 @@ describeEachDialect('store gauges', (suite) => {
           .compile(suite.store.db),
       );
     }
-    const gauges = await readStoreGauges(suite.store);
+    const recorded = recordingStatements(suite.store);
+    const gauges = await readStoreGauges(recorded.store);
     expect(gauges.operationsByState.attempted).toBe(COUNT_CAP + 5);
     expect(gauges.dueBacklog).toEqual({ count: COUNT_CAP, capped: true });
     expect(gauges.oldestDueAt).toBe(now - 1);
+    if (suite.dialect !== 'postgres') return;
+    // The operations read: the capped count's (the cap + 1) and the oldest due one, the head of
+    // each live state's range of the due index (+ 1 per state), never the whole backlog.
+    await suite.store.db.executeQuery(CompiledQuery.raw('analyze kubun_connector_operation'));
+    const statement = recorded.statements.at(-1)!;
+    const { rows } = await suite.store.db.executeQuery<{ 'QUERY PLAN': unknown }>(
+      CompiledQuery.raw(`explain (analyze, format json) ${statement.sql}`, [...statement.parameters]),
+    );
+    let operationsRead = 0;
+    const walk = (node: Record<string, unknown>) => {
+      if (node['Relation Name'] === 'kubun_connector_operation') operationsRead += Number(node['Actual Rows']) * Number(node['Actual Loops']);
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    expect(operationsRead).toBeGreaterThan(COUNT_CAP);
+    expect(operationsRead).toBeLessThanOrEqual(COUNT_CAP + 1 + 2);
   });
 });
