@@ -427,14 +427,15 @@ export async function leaseDueOperations(
   input: { connectorName: string; limit: number; leaseMs: number; ownerDID?: string | null },
   ctx: GraphQLContext,
 ): Promise<LeaseDueOperationsPayload> {
-  const leased = await operations.leaseDueOperations(ctx.store, {
+  const { leased, announced } = await operations.leaseDueOperationsStep(ctx.store, {
     connectorName: input.connectorName,
     limit: input.limit,
     leaseMs: input.leaseMs,
     visibleTo: visibilityScope(ctx.viewer),
     ...(input.ownerDID != null && { ownerDID: input.ownerDID }),
   });
-  await announce(ctx, 'operation', leased.map((item) => item.operation.nodeKey));
+  // On Postgres the lease's own statement announced each leased operation.
+  if (!(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', leased.map((item) => item.operation.nodeKey));
   return { operations: leased };
 }
 

@@ -315,6 +315,38 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(inserts(first.statements)).toHaveLength(2);
   });
 
+  it('leasing a batch of due operations is one statement, with each leased operation announced inside it and heard once', async () => {
+    const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
+      enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created } }
+    }`;
+    const LEASE_DUE = `mutation($input: LeaseDueOperationsInput!) {
+      leaseDueOperations(input: $input) { __typename ... on LeaseDueOperationsPayload { operations { operation { id } lease { version } } } }
+    }`;
+    const items = Array.from({ length: 3 }, (_, i) => {
+      const { leaseMs: _lease, ...item } = claimInput({ operationID: `due-${i}`, deterministicEventID: `due-event-${i}` });
+      return item;
+    });
+    expect((await gql(ENQUEUE_MANY, { operations: items })).enqueueOperations).toMatchObject({ created: 3 });
+    await waitForHeard(3);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    const leased = await measure(() => gql(LEASE_DUE, { connectorName: items[0]!.connectorName, limit: 10, leaseMs: 60_000 }));
+    expect(leased.answer.leaseDueOperations.operations).toHaveLength(3);
+    // The UPDATE with its pg_notify per leased row: no NOTIFY of its own after it.
+    expect(leased.statements, leased.statements.join('\n')).toHaveLength(1);
+    await waitForHeard(3);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard.map((event) => event.kind)).toEqual(['operation', 'operation', 'operation']);
+    expect(new Set(heard.map((event) => event.nodeKey)).size).toBe(3);
+    // Nothing more is due: an empty lease writes and announces nothing.
+    heard.length = 0;
+    const none = await measure(() => gql(LEASE_DUE, { connectorName: items[0]!.connectorName, limit: 10, leaseMs: 60_000 }));
+    expect(none.answer.leaseDueOperations.operations).toEqual([]);
+    expect(none.statements).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard).toEqual([]);
+  });
+
   it('the whole sequence (claim, start, mark sent, finalize) sends at most the statements the issue allows', async () => {
     let total = 0;
     const claim = await measure(() => gql(CLAIM, claimInput({ requestKey: 'claim-1' })));

@@ -16,7 +16,7 @@ export { CLAIM_ANSWER, claimOperation, claimOperationStep, type ClaimOperationIn
 export { ACQUIRE_ANSWER, RENEW_ANSWER, acquireOperationLease, renewOperationLease, releaseOperationLease, renewLeaseStep, releaseLeaseStep, type AcquireOperationLeaseResult } from './leases.js';
 export { startOperationAttempt, markOperationSent, recordOperationOutcome, startAttemptStep, markSentStep, type RecordOperationOutcomeInput } from './attempts.js';
 export { runFencedStep, type FencedStepAnswer, type FencedStepCall, type FencedStepTarget } from './fenced-step.js';
-export { leaseDueOperations, MAX_LEASE_DUE_BATCH, type LeaseDueOperationsInput, type LeasedOperation } from './lease-due.js';
+export { leaseDueOperations, leaseDueOperationsStep, MAX_LEASE_DUE_BATCH, type LeaseDueOperationsInput, type LeasedOperation } from './lease-due.js';
 export { DEFAULT_OPERATION_RETRY_POLICY, operationBackoffDelay, resolveRetryPolicy, type OperationRetryPolicy } from './backoff.js';
 export {
   applyOperationAction,

@@ -1,6 +1,7 @@
 /** Leasing a batch of due operations at once (issue 40 item 3, SPEC §8 "Batches"). */
 import { sql, type SelectQueryBuilder } from 'kysely';
 import { OPERATION_COLUMNS, type Database, type OperationRow } from '../../db/tables.js';
+import { notifyOperationChanged } from '../change-channel.js';
 import { prepared } from '../prepared.js';
 import { inTransaction, type StoreContext } from '../context.js';
 import { requireIntegerInRange, requireNonEmptyString, requirePositiveMs } from '../validate.js';
@@ -43,6 +44,16 @@ export interface LeasedOperation {
  * them oldest first; fewer than `limit` (none) when less is due.
  */
 export async function leaseDueOperations(store: StoreContext, input: LeaseDueOperationsInput): Promise<LeasedOperation[]> {
+  return (await leaseDueOperationsStep(store, input)).leased;
+}
+
+/**
+ * {@link leaseDueOperations}, saying whether the lease's own statement
+ * announced each leased operation on the change channel (`announced`: on
+ * Postgres its `pg_notify`s ride in the UPDATE, delivered when it commits,
+ * as a fenced step's do; SQLite's transaction announces nothing).
+ */
+export async function leaseDueOperationsStep(store: StoreContext, input: LeaseDueOperationsInput): Promise<{ leased: LeasedOperation[]; announced: boolean }> {
   requireNonEmptyString('connectorName', input.connectorName);
   if (input.ownerDID !== undefined) requireNonEmptyString('ownerDID', input.ownerDID);
   if (input.visibleTo != null) requireNonEmptyString('visibleTo', input.visibleTo);
@@ -50,13 +61,15 @@ export async function leaseDueOperations(store: StoreContext, input: LeaseDueOpe
   requirePositiveMs('leaseMs', input.leaseMs);
   const now = store.now();
   const expiresAt = now + input.leaseMs;
-  const rows = store.dialect === 'postgres' ? await leaseOnPostgres(store, input, now, expiresAt) : await leaseOnSQLite(store, input, now);
-  return rows
+  const onPostgres = store.dialect === 'postgres';
+  const rows = onPostgres ? await leaseOnPostgres(store, input, now, expiresAt) : await leaseOnSQLite(store, input, now);
+  const leased = rows
     .map(({ row, token }) => {
       const operation = rowToOperation(row);
       return { operation, lease: { token, expiresAt, version: operation.version } };
     })
     .sort((a, b) => (a.operation.nextAttemptAt ?? 0) - (b.operation.nextAttemptAt ?? 0) || (a.operation.nodeKey < b.operation.nodeKey ? -1 : a.operation.nodeKey > b.operation.nodeKey ? 1 : 0));
+  return { leased, announced: onPostgres };
 }
 
 /** The due rows of the input's connector and scope, oldest first, at most `limit` (the order and index of `listDueOperations`). */
@@ -78,7 +91,9 @@ type LeaseValues = LeaseDueOperationsInput & { now: number; windowCutoff: number
  * snapshot and its lock is re-checked against the due predicate by Postgres
  * and dropped if no longer due. Prepared per scope (an owner named or not, a
  * viewer or a service), with the table's columns written out: each runs
- * named, parsed once per connection (src/store/prepared.ts).
+ * named, parsed once per connection (src/store/prepared.ts). Each leased row
+ * is announced by a `pg_notify` in its RETURNING list (src/store/change-channel.ts):
+ * no NOTIFY of its own after the lease.
  */
 function leaseStatement(byOwner: boolean, byViewer: boolean) {
   return prepared((db, v: LeaseValues) =>
@@ -95,7 +110,7 @@ function leaseStatement(byOwner: boolean, byViewer: boolean) {
       .set((eb) => takeoverSet(eb as never, sql<string>`(${v.tokens}::text[])[numbered.n]`, v.expiresAt, v.now))
       .whereRef(`${OPERATION_TABLE}.caller_did`, '=', 'numbered.caller_did')
       .whereRef(`${OPERATION_TABLE}.operation_id`, '=', 'numbered.operation_id')
-      .returning(OPERATION_COLUMNS.map((column) => `${OPERATION_TABLE}.${column}` as const)),
+      .returning([...OPERATION_COLUMNS.map((column) => `${OPERATION_TABLE}.${column}` as const), notifyOperationChanged(sql.ref(`${OPERATION_TABLE}.node_key`)).as('notified')]),
   );
 }
 
