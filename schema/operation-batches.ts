@@ -9,19 +9,29 @@ import type { InputObjectRef, ObjectRef } from '@pothos/core';
 import { InputValidationError } from '@pothos/plugin-validation';
 import { z } from 'zod';
 import { IdempotencyConflictError, InvalidInputError, InvalidStateError, NotFoundError, StaleLeaseError } from '../resolvers/errors.js';
-import { eachFencedItem, MAX_FENCED_BATCH } from '../resolvers/operation-batches.js';
+import { eachFencedItem, MAX_FENCED_BATCH, refuseRepeatedOperations } from '../resolvers/operation-batches.js';
 import * as resolve from '../resolvers/operations.js';
 import type { ConnectorOperation as ConnectorOperationShape, FenceArgs } from '../resolvers/operations.js';
 import { builder, mutation, type Types } from './builder.js';
 import { BULK_ROWS, fencedBatchComplexity, fencedBatchRows } from './complexity.js';
 import { directResult } from './errors.js';
-import { loadNode, type DecodedNodeID } from './node-ids.js';
+import { loadNode, nodeKeyOf, type DecodedNodeID } from './node-ids.js';
 import { ConnectorOperation, OperationPayload } from './operation.js';
 import { FinalizeOperationInput, FinalizeOperationPayload, MarkOperationSentInput, RecordOperationAttemptInput, StartOperationAttemptInput } from './operation-writes.js';
 
 /** What refuses one item of a fenced batch (the single steps' errors but input validation, which refuses the whole batch). */
 const FENCED_ITEM_ERRORS = [InvalidInputError, NotFoundError, StaleLeaseError, InvalidStateError, IdempotencyConflictError];
 const FINALIZE_ITEM_ERRORS = [IdempotencyConflictError, NotFoundError, InvalidInputError];
+
+/**
+ * How a batch's step finds its operation, as its single step does: by the
+ * node key its id names (the step's own statement applies what the viewer
+ * may see: no read first), or loaded as the viewer sees it (null when not
+ * visible; the node loader reads every item's in one statement).
+ */
+type BatchStep<I, P> =
+  | { byNodeKey: (nodeKey: string, input: I, ctx: Types['Context']) => Promise<P> }
+  | { byOperation: (operation: ConnectorOperationShape | null, input: I, ctx: Types['Context']) => Promise<P> };
 
 /** Declares one batch mutation over the single step `single` (its input type, payload and resolver). */
 function batch<I extends { id: DecodedNodeID }, P extends object>(
@@ -30,7 +40,7 @@ function batch<I extends { id: DecodedNodeID }, P extends object>(
   itemType: InputObjectRef<Types, I>,
   payloadType: ObjectRef<Types, P>,
   itemErrors: (typeof FENCED_ITEM_ERRORS)[number][],
-  step: (operation: ConnectorOperationShape | null, input: I, ctx: Types['Context']) => Promise<P>,
+  step: BatchStep<I, P>,
 ) {
   const Input = builder.inputType(`${names.type}Input`, {
     description: `Up to ${MAX_FENCED_BATCH} \`${names.single}\` inputs, each naming another operation.`,
@@ -72,9 +82,12 @@ function batch<I extends { id: DecodedNodeID }, P extends object>(
     resolve: async (_root, args, ctx) => {
       // Generic over the input type, Pothos cannot narrow `args`; the arg above is required.
       const { items } = (args as { input: { items: I[] } }).input;
+      const nodeKeys = items.map((item) => nodeKeyOf(ConnectorOperation, item.id));
+      refuseRepeatedOperations(nodeKeys);
+      if ('byNodeKey' in step) return eachFencedItem(nodeKeys, items, ctx, itemErrors, step.byNodeKey);
       // One load for every item: the node loader batches them into one read.
       const operations = await Promise.all(items.map((item) => loadNode(ConnectorOperation, item.id, ctx)));
-      return eachFencedItem(operations, items, ctx, itemErrors, step);
+      return eachFencedItem(operations, items, ctx, itemErrors, step.byOperation);
     },
   });
 }
@@ -86,7 +99,7 @@ builder.mutationFields((t) => ({
     StartOperationAttemptInput,
     OperationPayload,
     FENCED_ITEM_ERRORS,
-    (operation, input, ctx) => resolve.startOperationAttempt(operation?.nodeKey ?? '', input as FenceArgs, ctx),
+    { byNodeKey: (nodeKey, input, ctx) => resolve.startOperationAttempt(nodeKey, input as FenceArgs, ctx) },
   ),
   markOperationsSent: batch(
     t,
@@ -94,7 +107,7 @@ builder.mutationFields((t) => ({
     MarkOperationSentInput,
     OperationPayload,
     FENCED_ITEM_ERRORS,
-    (operation, input, ctx) => resolve.markOperationSent(operation?.nodeKey ?? '', input as never, ctx),
+    { byNodeKey: (nodeKey, input, ctx) => resolve.markOperationSent(nodeKey, input as never, ctx) },
   ),
   recordOperationAttempts: batch(
     t,
@@ -102,7 +115,7 @@ builder.mutationFields((t) => ({
     RecordOperationAttemptInput,
     OperationPayload,
     FENCED_ITEM_ERRORS,
-    (operation, input, ctx) => resolve.recordOperationAttempt(operation, input as never, ctx),
+    { byOperation: (operation, input, ctx) => resolve.recordOperationAttempt(operation, input as never, ctx) },
   ),
   finalizeOperations: batch(
     t,
@@ -110,6 +123,6 @@ builder.mutationFields((t) => ({
     FinalizeOperationInput,
     FinalizeOperationPayload,
     FINALIZE_ITEM_ERRORS,
-    (operation, input, ctx) => resolve.finalizeOperation(operation, input as never, ctx),
+    { byOperation: (operation, input, ctx) => resolve.finalizeOperation(operation, input as never, ctx) },
   ),
 }));
