@@ -16,7 +16,13 @@ interface ConsistencyTokenModule {
 
 // A path the root tsc does not follow (see above); vitest transforms it as it does any source.
 const MODULE = new URL('../../console/src/consistency-token.ts', import.meta.url).pathname;
-const load = async () => (await import(/* @vite-ignore */ MODULE)) as ConsistencyTokenModule;
+/**
+ * The module as a page (re)load gets it: evaluated afresh under a query of its own
+ * (resetting vitest's module registry would also drop every other file's modules in a
+ * worker the suite runs without isolation: test/architecture/shared-workers.test.ts).
+ */
+let loads = 0;
+const load = async () => (await import(/* @vite-ignore */ `${MODULE}?load=${++loads}`)) as ConsistencyTokenModule;
 
 /** sessionStorage of one tab. */
 function tabStorage(): Pick<Storage, 'getItem' | 'setItem' | 'removeItem'> {
@@ -51,7 +57,6 @@ describe('console: consistency token', () => {
   });
   afterEach(() => {
     vi.unstubAllGlobals();
-    vi.resetModules();
   });
 
   it('sends the latest token of this tab’s mutations on later requests, never one a query answered', async () => {
@@ -71,7 +76,6 @@ describe('console: consistency token', () => {
     const before: (string | null)[] = [];
     await consoleClient(await load(), [written('0/3000148')], before).mutation('mutation Write { ok }', {}).toPromise();
 
-    vi.resetModules();
     const reloaded: (string | null)[] = [];
     await consoleClient(await load(), [], reloaded).query('query Read { ok }', {}).toPromise();
     expect(reloaded).toEqual(['0/3000148']);
