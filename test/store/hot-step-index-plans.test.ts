@@ -4,8 +4,9 @@
  * an index, on both dialects: retention finds terminal operations by age on
  * idx_connector_operation_terminal_updated (state, terminal_updated_at), and
  * `minAttempts` of 2 and more finds retried work on
- * idx_connector_operation_retried_attempts. 20 000 operations, most of them
- * live on their first attempt, analyzed.
+ * idx_connector_operation_retried_attempts, and a window of `updatedAfter` /
+ * `updatedBefore` over finished states only reads the terminal index too.
+ * 20 000 operations, most of them live on their first attempt, analyzed.
  */
 import { CompiledQuery } from 'kysely';
 import { expect, it } from 'vitest';
@@ -18,7 +19,7 @@ const ROWS = 20_000;
 const T0 = 1_700_000_000_000;
 
 describeEachDialect('indexes kept off the steps’ columns', (suite) => {
-  it('retention reads terminal operations by age, and minAttempts retried ones, from an index', { timeout: 120_000 }, async () => {
+  it('retention reads terminal operations by age, minAttempts retried ones, and an updated window over finished states, from an index', { timeout: 120_000 }, async () => {
     // Every 100th operation committed, every 400th dead (long ago); every 250th on its third attempt; the rest live on their first.
     const state = `case when i % 400 = 0 then 'dead' when i % 100 = 0 then 'committed' else 'attempted' end`;
     await suite.store.db.executeQuery(
@@ -51,6 +52,28 @@ describeEachDialect('indexes kept off the steps’ columns', (suite) => {
       expect(paths.some((path) => path.includes('idx_connector_operation_retried_attempts')), `${paths.join('\n')}\n  for ${statement.sql}`).toBe(true);
     }
     expect((await listOperations(suite.store, { visibleTo: null, first: 25, filter: { minAttempts: 1 } })).operations).toHaveLength(25);
+
+    // Finished operations updated in a window (a dashboard's "dead since yesterday"): the terminal index per state.
+    // Dead at i = 400k, updated at T0 + i: from i = 10 000 on, 26 of them.
+    const window = recordingStatements(suite.store);
+    const dead = await listOperations(window.store, { visibleTo: null, first: 25, filter: { states: ['dead'], updatedAfter: T0 + 10_000 } });
+    expect(dead.operations).toHaveLength(25);
+    expect(dead.operations.every((o) => o.state === 'dead' && o.updatedAt >= T0 + 10_000)).toBe(true);
+    expect(await countOperations(window.store, { visibleTo: null, filter: { states: ['dead'], updatedAfter: T0 + 10_000 } })).toMatchObject({ count: 26 });
+    const finished = { states: ['committed', 'dead'] as const, updatedAfter: T0 + 5_000, updatedBefore: T0 + 6_000 };
+    // i in [5 000, 6 000): ten multiples of 100, three of them of 400.
+    expect(await countOperations(window.store, { visibleTo: null, filter: { ...finished, states: [...finished.states] } })).toMatchObject({ count: 10 });
+    for (const statement of window.statements) {
+      const paths = await accessPaths(suite.store, statement, table);
+      noTableScan(paths, statement.sql);
+      expect(paths.some((path) => path.includes('idx_connector_operation_terminal_updated')), `${paths.join('\n')}\n  for ${statement.sql}`).toBe(true);
+    }
+    // A live state in the list: the window is not the terminal index's (a live row's terminal_updated_at is null), and the answer is whole.
+    // i in [19 990, 20 000]: eleven rows, 20 000 dead, the others attempted.
+    const mixed = { states: ['attempted', 'dead'] as ('attempted' | 'dead')[], updatedAfter: T0 + 19_990 };
+    expect(await countOperations(suite.store, { visibleTo: null, filter: mixed })).toMatchObject({ count: 11 });
+    const mixedPage = await listOperations(suite.store, { visibleTo: null, first: 25, filter: mixed });
+    expect(mixedPage.operations.map((o) => o.state).sort()).toEqual([...Array(10).fill('attempted'), 'dead']);
 
     // Retention: the terminal rows older than the window, per state, on the terminal index (then each by its key).
     const DAY = 24 * 60 * 60 * 1000;

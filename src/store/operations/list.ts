@@ -10,6 +10,7 @@ import {
   OPERATION_DEFER_REASONS,
   OPERATION_OUTCOME_KINDS,
   OPERATION_STATES,
+  TERMINAL_OPERATION_STATES,
   type ConnectorOperation,
   type ConnectorOperationState,
   type OperationDeferReason,
@@ -119,7 +120,7 @@ export async function listOperations<S extends OperationShape = 'full'>(
   const statement = pageStatement(shape);
   const { rows } = statement
     ? await statement(store, pageValues(input.visibleTo, filter, after, before, take, clock))
-    : await store.db.executeQuery(pageQuery(store.db, columns, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock, shape.retried));
+    : await store.db.executeQuery(pageQuery(store.db, columns, { visibleTo: input.visibleTo, filter }, after, before, direction.forward, take, clock, shape.hints));
   const page = pageFromRows(rows as Record<string, unknown>[], direction, finishOperation);
   return { operations: page.items as OperationOfShape<S>[], hasMore: page.hasMore };
 }
@@ -137,11 +138,11 @@ function pageQuery(
   forward: boolean,
   take: number,
   clock: FilterClock,
-  retried: boolean,
+  hints: IndexHints,
 ) {
   const branch = (visibility: ((eb: OperationEB) => ReturnType<OperationEB['and']>) | null): OperationQuery => {
     // Columns by name, never `*`: a prepared page then runs as a named statement (src/db/named-statements.ts).
-    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(operationTableColumns(columns) as (keyof OperationRow)[]), scope.filter, clock, retried), after, before);
+    let query = NEWEST_FIRST.between(filteredAt(db.selectFrom(OPERATION_TABLE).select(operationTableColumns(columns) as (keyof OperationRow)[]), scope.filter, clock, hints), after, before);
     if (visibility !== null) query = query.where(visibility);
     return NEWEST_FIRST.ordered(query, forward).limit(take);
   };
@@ -176,8 +177,8 @@ void EVERY_FILTER_FIELD_SHAPED;
  * What decides a page statement's text, never a value: which columns it
  * reads ({@link OperationShape}), whose page (a viewer's or a service's), which cursors bound it, its direction, which
  * filter fields are set, each list's length, `stuck` (true and false
- * are different conditions) and whether `minAttempts` asks for retried work
- * ({@link readsRetriedAttempts}).
+ * are different conditions) and which conditions are said twice for an
+ * index's sake ({@link indexHints}).
  */
 interface PageShape {
   columns: OperationShape;
@@ -188,7 +189,7 @@ interface PageShape {
   lists: [ListField, number][];
   values: ValueField[];
   stuck: boolean | undefined;
-  retried: boolean;
+  hints: IndexHints;
 }
 
 function pageShape(columns: OperationShape, viewer: boolean, filter: OperationFilter | undefined, after: boolean, before: boolean, forward: boolean): PageShape {
@@ -196,7 +197,7 @@ function pageShape(columns: OperationShape, viewer: boolean, filter: OperationFi
   const values: ValueField[] = [];
   for (const field of LIST_FIELDS) if (filter?.[field] !== undefined) lists.push([field, filter[field].length]);
   for (const field of VALUE_FIELDS) if (filter?.[field] !== undefined) values.push(field);
-  return { columns, viewer, after, before, forward, lists, values, stuck: filter?.stuck, retried: readsRetriedAttempts(filter) };
+  return { columns, viewer, after, before, forward, lists, values, stuck: filter?.stuck, hints: indexHints(filter) };
 }
 
 /**
@@ -230,7 +231,7 @@ function pageStatement(shape: PageShape): PreparedStatement<Record<string, unkno
     const clock = shape.stuck === undefined ? NO_CLOCK : { now: v.now as number, stuckBefore: v.stuckBefore as number };
     const cursor = (side: 'after' | 'before') => ({ createdAt: v[`${side}CreatedAt`], nodeKey: v[`${side}NodeKey`] }) as OperationCursor;
     const scope = { visibleTo: shape.viewer ? (v.viewer as string) : null, filter: filter as OperationFilter };
-    return pageQuery(db, shape.columns, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock, shape.retried);
+    return pageQuery(db, shape.columns, scope, shape.after ? cursor('after') : null, shape.before ? cursor('before') : null, shape.forward, v.take as number, clock, shape.hints);
   });
   pageStatements.set(key, statement);
   return statement;
@@ -269,25 +270,47 @@ function clockAt(now: number, filter: OperationFilter | undefined): FilterClock 
 
 /** Applies an operation filter's conditions to a query of the operations table. */
 export function filtered<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, now: number): Q {
-  return filteredAt(query, filter, clockAt(now, filter), readsRetriedAttempts(filter));
+  return filteredAt(query, filter, clockAt(now, filter), indexHints(filter));
 }
 
 /**
- * Whether `minAttempts` asks for operations past their first attempt (2 or
- * more): those are the rows of idx_connector_operation_retried_attempts
- * (migration 0017), whose key, `retried_attempts`, is `attempts` from the
- * second attempt on and null before, so a first start rewrites no index.
- * One attempt or more is most started work, which no index picks out.
+ * Conditions a filter's rows meet that are said a second time, on a column
+ * an index of migration 0017 keys, so that index serves them (the columns a
+ * live operation's steps write are in no index, so start and mark sent are
+ * HOT; these generated columns are null while an operation is live):
+ * - `retried`: `minAttempts` asks for operations past their first attempt (2
+ *   or more): the rows of idx_connector_operation_retried_attempts, whose key,
+ *   `retried_attempts`, is `attempts` from the second attempt on. One attempt
+ *   or more is most started work, which no index picks out.
+ * - `terminalUpdated`: `states` names only finished states (COMMITTED, DEAD)
+ *   and `updatedAfter` or `updatedBefore` bounds `updated_at`: for those rows
+ *   `terminal_updated_at` is `updated_at`, and idx_connector_operation_terminal_updated
+ *   (state, terminal_updated_at) reads the range per state, as the
+ *   (state, updated_at) index it replaced did. A live state's updates have no
+ *   index: a window over live work reads the listing's own order.
  */
-function readsRetriedAttempts(filter: OperationFilter | undefined): boolean {
-  return filter?.minAttempts !== undefined && filter.minAttempts > 1;
+interface IndexHints {
+  retried: boolean;
+  terminalUpdated: boolean;
+}
+
+function indexHints(filter: OperationFilter | undefined): IndexHints {
+  const states = filter?.states;
+  return {
+    retried: filter?.minAttempts !== undefined && filter.minAttempts > 1,
+    terminalUpdated:
+      states !== undefined &&
+      states.length > 0 &&
+      states.every((state) => (TERMINAL_OPERATION_STATES as readonly string[]).includes(state)) &&
+      (filter?.updatedAfter !== undefined || filter?.updatedBefore !== undefined),
+  };
 }
 
 /**
- * {@link filtered} with the clock's instants computed and {@link readsRetriedAttempts}
+ * {@link filtered} with the clock's instants computed and its {@link indexHints}
  * decided (a prepared page passes stand-ins for the values, and both by its shape).
  */
-function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, clock: FilterClock, retried: boolean): Q {
+function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>>(query: Q, filter: OperationFilter | undefined, clock: FilterClock, hints: IndexHints): Q {
   let q = query as SelectQueryBuilder<Database, typeof OPERATION_TABLE, any>;
   if (filter === undefined) return query;
   const { now, stuckBefore } = clock;
@@ -301,13 +324,16 @@ function filteredAt<Q extends SelectQueryBuilder<Database, typeof OPERATION_TABL
   if (filter.deferReasons !== undefined) q = q.where('defer_reason', 'in', [...filter.deferReasons]);
   if (filter.minAttempts !== undefined) q = q.where('attempts', '>=', filter.minAttempts);
   // The same rows, said so that the retried attempts' index serves them.
-  if (retried) q = q.where(sql.ref('retried_attempts'), '>=', filter.minAttempts!);
+  if (hints.retried) q = q.where(sql.ref('retried_attempts'), '>=', filter.minAttempts!);
   // Only live work is due (a committed one keeps its last schedule): the due index (state, next_attempt_at) serves it.
   if (filter.dueBefore !== undefined) q = q.where('state', 'in', [...LIVE_OPERATION_STATES]).where('next_attempt_at', '<', filter.dueBefore);
   if (filter.createdAfter !== undefined) q = q.where('created_at', '>=', filter.createdAfter);
   if (filter.createdBefore !== undefined) q = q.where('created_at', '<', filter.createdBefore);
   if (filter.updatedAfter !== undefined) q = q.where('updated_at', '>=', filter.updatedAfter);
   if (filter.updatedBefore !== undefined) q = q.where('updated_at', '<', filter.updatedBefore);
+  // The same rows, said so that the terminal index serves them.
+  if (hints.terminalUpdated && filter.updatedAfter !== undefined) q = q.where(sql.ref('terminal_updated_at'), '>=', filter.updatedAfter);
+  if (hints.terminalUpdated && filter.updatedBefore !== undefined) q = q.where(sql.ref('terminal_updated_at'), '<', filter.updatedBefore);
   if (filter.stuck !== undefined) {
     // Two branches each an index range: lapsed leases (by expiry), overdue work (the due index).
     const isStuck = (eb: OperationEB) =>
