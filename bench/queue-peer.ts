@@ -55,7 +55,8 @@ import { backendNanoseconds, backendPIDs, clusterTicks, msPer, statFields, watch
 import { countPoolStatements, tallySince, tallySum, type StatementTally } from './queue-peer/count-statements.js';
 import { scratchDatabase } from './throughput.js';
 
-const JOBS = Number(process.env.QUEUE_PEER_JOBS ?? 600);
+// 3 000: long enough that each process's start (its first requests, a subscription's first stream) is a small share of the run.
+const JOBS = Number(process.env.QUEUE_PEER_JOBS ?? 3_000);
 const WORKERS = Number(process.env.QUEUE_PEER_WORKERS ?? 4);
 const CONCURRENCY = Number(process.env.QUEUE_PEER_CONCURRENCY ?? 16);
 const GRAPHILE_DEFAULTS = process.env.QUEUE_PEER_GRAPHILE_DEFAULTS !== '0';
