@@ -76,18 +76,37 @@ describeEachDialect('store gauges', (suite) => {
     expect(gauges.syncStatesCapped).toBe(false);
   });
 
-  it('stops counting at the cap and says so', async () => {
+  /** COUNT_CAP + 5 live operations, unleased, due since `dueAt`. */
+  async function backlogPastTheCap(dueAt: number): Promise<void> {
     const now = suite.clock.now();
-    const values = Array.from({ length: COUNT_CAP + 5 }, (_, i) => `('did:key:zCap', 'cap-${i}', 'nk-cap-${i}', 'did:key:zCap', 'google', 'm', 'create', 'a', 't', 'e-${i}', 'h-${i}', 'none', 'attempted', 1, 1, ${now - 1}, ${now}, ${now})`);
+    const values = Array.from({ length: COUNT_CAP + 5 }, (_, i) => `('did:key:zCap', 'cap-${i}', 'nk-cap-${i}', 'did:key:zCap', 'google', 'm', 'create', 'a', 't', 'e-${i}', 'h-${i}', 'none', 'attempted', 1, 1, ${dueAt}, ${now}, ${now})`);
     for (let i = 0; i < values.length; i += 1000) {
       await suite.store.db.executeQuery(
-        (await import('kysely')).sql
-          .raw(
-            `insert into kubun_connector_operation (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash, reissue_intent, state, attempts, version, next_attempt_at, created_at, updated_at) values ${values.slice(i, i + 1000).join(',')}`,
-          )
-          .compile(suite.store.db),
+        CompiledQuery.raw(
+          `insert into kubun_connector_operation (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash, reissue_intent, state, attempts, version, next_attempt_at, created_at, updated_at) values ${values.slice(i, i + 1000).join(',')}`,
+        ),
       );
     }
+    await suite.store.db.executeQuery(CompiledQuery.raw(suite.dialect === 'postgres' ? 'analyze kubun_connector_operation' : 'analyze'));
+  }
+
+  /** Postgres: what the statement reads of the operation table, explained and run: its rows (heap and index-only scans) and its bitmap scans' index entries. */
+  async function operationsRead(statement: CompiledQuery): Promise<{ rows: number; bitmapEntries: number }> {
+    const { rows } = await suite.store.db.executeQuery<{ 'QUERY PLAN': unknown }>(CompiledQuery.raw(`explain (analyze, format json) ${statement.sql}`, [...statement.parameters]));
+    const read = { rows: 0, bitmapEntries: 0 };
+    const walk = (node: Record<string, unknown>) => {
+      const times = Number(node['Actual Rows']) * Number(node['Actual Loops']);
+      if (node['Relation Name'] === 'kubun_connector_operation') read.rows += times;
+      if (node['Node Type'] === 'Bitmap Index Scan' && /connector_operation/.test(String(node['Index Name']))) read.bitmapEntries += times;
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    return read;
+  }
+
+  it('stops counting at the cap and says so', async () => {
+    const now = suite.clock.now();
+    await backlogPastTheCap(now - 1);
     const recorded = recordingStatements(suite.store);
     const gauges = await readStoreGauges(recorded.store);
     expect(gauges.operationsByState.attempted).toBe(COUNT_CAP + 5);
@@ -96,18 +115,23 @@ describeEachDialect('store gauges', (suite) => {
     if (suite.dialect !== 'postgres') return;
     // The operations read: the capped count's (the cap + 1) and the oldest due one, the head of
     // each live state's range of the due index (+ 1 per state), never the whole backlog.
-    await suite.store.db.executeQuery(CompiledQuery.raw('analyze kubun_connector_operation'));
-    const statement = recorded.statements.at(-1)!;
-    const { rows } = await suite.store.db.executeQuery<{ 'QUERY PLAN': unknown }>(
-      CompiledQuery.raw(`explain (analyze, format json) ${statement.sql}`, [...statement.parameters]),
-    );
-    let operationsRead = 0;
-    const walk = (node: Record<string, unknown>) => {
-      if (node['Relation Name'] === 'kubun_connector_operation') operationsRead += Number(node['Actual Rows']) * Number(node['Actual Loops']);
-      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
-    };
-    walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-    expect(operationsRead).toBeGreaterThan(COUNT_CAP);
-    expect(operationsRead).toBeLessThanOrEqual(COUNT_CAP + 1 + 2);
+    const read = await operationsRead(recorded.statements.at(-1)!);
+    expect(read.rows).toBeGreaterThan(COUNT_CAP);
+    expect(read.rows).toBeLessThanOrEqual(COUNT_CAP + 1 + 2);
+  });
+
+  it('a stuck backlog past the cap: due and stuck each stop at the cap, reading no more of the backlog than that', async () => {
+    const now = suite.clock.now();
+    // Due for an hour, no lease: stuck (past the 15 min threshold) as well as due.
+    await backlogPastTheCap(now - 60 * 60 * 1000);
+    const recorded = recordingStatements(suite.store);
+    const gauges = await readStoreGauges(recorded.store);
+    expect(gauges.dueBacklog).toEqual({ count: COUNT_CAP, capped: true });
+    expect(gauges.stuck).toEqual({ count: COUNT_CAP, capped: true });
+    expect(gauges.expiredLeases).toEqual({ count: 0, capped: false });
+    if (suite.dialect !== 'postgres') return;
+    // Due's and stuck's cap + 1 each, the oldest due's heads: rows and index entries, never the backlog twice over.
+    const read = await operationsRead(recorded.statements.at(-1)!);
+    expect(read.rows + read.bitmapEntries, JSON.stringify(read)).toBeLessThanOrEqual(2 * (COUNT_CAP + 1) + 2 + 2);
   });
 });
