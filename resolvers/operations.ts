@@ -304,9 +304,11 @@ export interface EnqueueOperationsPayload {
  */
 export async function enqueueOperations(input: { operations: readonly EnqueueOperationArgs[] }, ctx: GraphQLContext): Promise<EnqueueOperationsPayload> {
   const writes = input.operations.map((item) => enqueueWrite(item, ctx));
-  const results = await operations.enqueueOperations(ctx.store, writes);
+  const { results, announced } = await operations.enqueueOperationsStep(ctx.store, writes);
   const created = results.flatMap((r) => (r.outcome === 'created' ? [r.operation.nodeKey] : []));
-  await announce(ctx, 'operation', created);
+  // On Postgres the batch's INSERT announced what it inserted, inside its transaction: the rest, if any, is announced here.
+  const unannounced = ctx.changes.channel === undefined ? created : created.filter((nodeKey) => !announced.has(nodeKey));
+  if (unannounced.length > 0) await announce(ctx, 'operation', unannounced);
   return {
     results: results.map((r) => (r.outcome === 'conflict' ? r.error : r)),
     created: created.length,

@@ -294,7 +294,7 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(await snapshot()).toEqual(before);
   });
 
-  it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation; a resent batch replays each item', async () => {
+  it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation, each operation announced inside it and heard once; a resent batch replays each item and announces nothing', async () => {
     const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
       enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created replayed conflicts } }
     }`;
@@ -302,12 +302,24 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
       const { leaseMs: _lease, ...item } = claimInput({ operationID: `queued-${i}`, deterministicEventID: `queued-event-${i}` });
       return item;
     });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
     const first = await measure(() => gql(ENQUEUE_MANY, { operations: items }));
     expect(first.answer.enqueueOperations).toMatchObject({ created: 100, replayed: 0, conflicts: 0 });
-    // BEGIN, the operations' INSERT, their answers' INSERT, COMMIT, and the change's NOTIFY.
-    expect(first.statements, first.statements.join('\n')).toHaveLength(5);
+    // BEGIN, the operations' INSERT (announcing each, sent at the commit), their answers' INSERT, COMMIT: no NOTIFY after it.
+    expect(first.statements, first.statements.join('\n')).toHaveLength(4);
+    expect(first.statements.some((text) => /pg_notify/.test(text) && !text.startsWith('insert into'))).toBe(false);
+    // Each created operation heard once.
+    await waitForHeard(100);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard).toHaveLength(100);
+    expect(new Set(heard.map((event) => (event as { nodeKey: string }).nodeKey)).size).toBe(100);
+    heard.length = 0;
     const again = await measure(() => gql(ENQUEUE_MANY, { operations: items }));
     expect(again.answer.enqueueOperations).toMatchObject({ created: 0, replayed: 100, conflicts: 0 });
+    // A replay wrote nothing and announces nothing.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(heard).toEqual([]);
     // Both INSERTs are one text whatever the batch's size (each column one array): parsed once per connection, never built again.
     const few = await measure(() => gql(ENQUEUE_MANY, { operations: items.slice(0, 3).map((item, i) => ({ ...item, operationID: `few-${i}`, deterministicEventID: `few-event-${i}` })) }));
     expect(few.answer.enqueueOperations).toMatchObject({ created: 3 });

@@ -76,6 +76,20 @@ export async function enqueueOperation(store: StoreContext, input: EnqueueOperat
  * key order, so concurrent batches sharing keys lock them in the same order.
  */
 export async function enqueueOperations(store: StoreContext, inputs: readonly EnqueueOperationInput[]): Promise<EnqueueItemResult[]> {
+  return (await enqueueOperationsStep(store, inputs)).results;
+}
+
+/**
+ * {@link enqueueOperations} as the API's step: also the node keys of the
+ * created operations its own statements announced (on Postgres, the batch's
+ * INSERT, inside the transaction); any other created one (a key that was
+ * deleted while the batch judged it, enqueued anew alone) is the caller's
+ * to announce.
+ */
+export async function enqueueOperationsStep(
+  store: StoreContext,
+  inputs: readonly EnqueueOperationInput[],
+): Promise<{ results: EnqueueItemResult[]; announced: ReadonlySet<string> }> {
   if (!Array.isArray(inputs) || inputs.length < 1 || inputs.length > MAX_ENQUEUE_BATCH) {
     throw new InvalidInputError('operations', `must name 1 to ${MAX_ENQUEUE_BATCH} operations`);
   }
@@ -95,7 +109,8 @@ export async function enqueueOperations(store: StoreContext, inputs: readonly En
       tx,
       order.map((index) => newOperationValues(tx, inputs[index]!, { now, nextAttemptAt: Math.max(now, inputs[index]!.notBefore ?? now), lease: null })),
     );
-    const insertedByKey = new Map(inserted.map((row) => [keyText(row.caller_did, row.operation_id), row]));
+    const announced = new Set(inserted.announced ? inserted.rows.map((row) => row.node_key) : []);
+    const insertedByKey = new Map(inserted.rows.map((row) => [keyText(row.caller_did, row.operation_id), row]));
     const answers = [];
     for (const index of order) {
       const input = inputs[index]!;
@@ -117,7 +132,7 @@ export async function enqueueOperations(store: StoreContext, inputs: readonly En
         results[index] = { outcome: 'conflict', error };
       }
     }
-    return results as EnqueueItemResult[];
+    return { results: results as EnqueueItemResult[], announced };
   });
 }
 

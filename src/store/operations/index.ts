@@ -62,6 +62,7 @@ export {
 export {
   enqueueOperation,
   enqueueOperations,
+  enqueueOperationsStep,
   ENQUEUE_REQUEST_KEY,
   MAX_ENQUEUE_BATCH,
   type EnqueueItemResult,

@@ -2,6 +2,7 @@
 import { sql, type QueryCreator } from 'kysely';
 import type { Database, OperationRow } from '../../db/tables.js';
 import { OPERATION_COLUMNS } from '../../db/tables.js';
+import { notifyOperationChanged } from '../change-channel.js';
 import type { StoreContext } from '../context.js';
 import { prepared } from '../prepared.js';
 import { OPERATION_TABLE } from './row.js';
@@ -96,10 +97,12 @@ function newOperationRow(v: NewOperationValues) {
 /**
  * Many new operations in one INSERT, in the order given (callers give key
  * order, so concurrent batches lock shared keys in one order); the rows of
- * keys that existed are left out of the answer.
+ * keys that existed are left out of the answer. On Postgres the statement
+ * announces each row it inserted (a `pg_notify` in its RETURNING list, sent
+ * when the transaction commits, never if it rolls back): `announced`.
  */
-export async function insertOperations(store: StoreContext, values: readonly NewOperationValues[]): Promise<OperationRow[]> {
-  if (values.length === 0) return [];
+export async function insertOperations(store: StoreContext, values: readonly NewOperationValues[]): Promise<{ rows: OperationRow[]; announced: boolean }> {
+  if (values.length === 0) return { rows: [], announced: false };
   if (store.dialect === 'postgres') {
     // One named statement whatever the batch's size: each column one array, unnested in the order given.
     const columns = Object.fromEntries(UNNESTED_COLUMNS.map(([column]) => [column, [] as unknown[]]));
@@ -108,14 +111,15 @@ export async function insertOperations(store: StoreContext, values: readonly New
       for (const [column] of UNNESTED_COLUMNS) columns[column]!.push(row[column]);
     }
     const { rows } = await INSERT_OPERATIONS(store, { ...columns, now: values[0]!.now });
-    return rows;
+    return { rows, announced: true };
   }
-  return store.db
+  const rows = await store.db
     .insertInto(OPERATION_TABLE)
     .values(values.map(newOperationRow))
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
     .returning(OPERATION_COLUMNS)
     .execute();
+  return { rows, announced: false };
 }
 
 /** The columns of a new operation that differ per row, with their Postgres types; the others are constants of the batch. */
@@ -161,7 +165,8 @@ const INSERT_OPERATIONS = prepared((db, v: Record<string, unknown> & { now: numb
         .orderBy(sql.ref('i.ord')) as never,
     )
     .onConflict((oc) => oc.columns(['caller_did', 'operation_id']).doNothing())
-    .returning(OPERATION_COLUMNS);
+    // Evaluated for the rows inserted only: a key that existed is not announced.
+    .returning([...OPERATION_COLUMNS, notifyOperationChanged(sql.ref('node_key')).as('notified')]);
 });
 
 const INSERT_OPERATION = prepared((db, v: NewOperationValues) => newOperationInsert(db, v));
