@@ -284,8 +284,9 @@ function enqueueWrite(input: EnqueueOperationArgs, ctx: GraphQLContext): operati
 
 /** `enqueueOperation`: records a write-back intent with no lease; a new one is announced so a waiting worker starts. */
 export async function enqueueOperation(input: EnqueueOperationArgs, ctx: GraphQLContext): Promise<operations.EnqueueOperationResult> {
-  const result = await operations.enqueueOperation(ctx.store, enqueueWrite(input, ctx));
-  if (result.outcome === 'created') await announce(ctx, 'operation', [result.operation.nodeKey]);
+  const { result, announced } = await operations.enqueueOperationStep(ctx.store, enqueueWrite(input, ctx));
+  // On Postgres a new key's INSERT announced it inside its transaction.
+  if (result.outcome === 'created' && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [result.operation.nodeKey]);
   return result;
 }
 

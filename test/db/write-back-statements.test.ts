@@ -294,6 +294,24 @@ describe.skipIf(!inject('postgresAvailable'))('postgres: statements per write-ba
     expect(await snapshot()).toEqual(before);
   });
 
+  it('enqueueing one new operation announces it inside its transaction (no NOTIFY after the COMMIT), heard once; its replay is heard not at all', async () => {
+    const ENQUEUE_ONE = `mutation($input: EnqueueOperationInput!) { enqueueOperation(input: $input) { __typename ... on EnqueueOperationPayload { outcome } } }`;
+    const { leaseMs: _lease, ...item } = claimInput({ operationID: 'queued-one', deterministicEventID: 'queued-one-event' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heard.length = 0;
+    const first = await measure(() => gql(ENQUEUE_ONE, item));
+    expect(first.answer.enqueueOperation).toEqual({ __typename: 'EnqueueOperationPayload', outcome: 'CREATED' });
+    // BEGIN, the INSERT announcing it, its answer's INSERT, COMMIT.
+    expect(first.statements, first.statements.join('\n')).toHaveLength(4);
+    await waitForHeard(1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard).toEqual([{ kind: 'operation', nodeKey: expect.any(String) }]);
+    heard.length = 0;
+    expect((await gql(ENQUEUE_ONE, item)).enqueueOperation).toEqual({ __typename: 'EnqueueOperationPayload', outcome: 'REPLAYED' });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(heard).toEqual([]);
+  });
+
   it('enqueueing a batch of 100 new operations is a handful of statements, not two per operation, each operation announced inside it and heard once; a resent batch replays each item and announces nothing', async () => {
     const ENQUEUE_MANY = `mutation($input: EnqueueOperationsInput!) {
       enqueueOperations(input: $input) { __typename ... on EnqueueOperationsPayload { created replayed conflicts } }

@@ -67,6 +67,18 @@ export async function enqueueOperation(store: StoreContext, input: EnqueueOperat
 }
 
 /**
+ * {@link enqueueOperation} as the API's step: a batch of one
+ * ({@link enqueueOperationsStep}), so a new key on Postgres is announced
+ * inside its transaction by its INSERT (`announced`), as a batch's are.
+ */
+export async function enqueueOperationStep(store: StoreContext, input: EnqueueOperationInput): Promise<{ result: EnqueueOperationResult; announced: boolean }> {
+  const { results, announced } = await enqueueOperationsStep(store, [input]);
+  const result = results[0]!;
+  if (result.outcome === 'conflict') throw result.error;
+  return { result, announced: result.outcome === 'created' && announced.has(result.operation.nodeKey) };
+}
+
+/**
  * {@link enqueueOperation} for up to {@link MAX_ENQUEUE_BATCH} operations in
  * one transaction, answered in input order. A conflict is that item's answer
  * and leaves the others to be written; an invalid item (or a key named

@@ -63,6 +63,7 @@ export {
   enqueueOperation,
   enqueueOperations,
   enqueueOperationsStep,
+  enqueueOperationStep,
   ENQUEUE_REQUEST_KEY,
   MAX_ENQUEUE_BATCH,
   type EnqueueItemResult,
