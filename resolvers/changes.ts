@@ -11,6 +11,16 @@ export async function announce(ctx: GraphQLContext, kind: ChangeKind, nodeKeys: 
 }
 
 /**
+ * Whether a change a store step's own statement announced (`announced`: its
+ * `pg_notify`, sent when it committed) reaches subscribers without
+ * {@link announce}: only through a change feed listening on the change
+ * channel (`ctx.changes.channel`); any other feed is told here.
+ */
+export function statementAnnounced(ctx: GraphQLContext, announced: boolean): boolean {
+  return announced && ctx.changes.channel !== undefined;
+}
+
+/**
  * {@link announce} for changes of several kinds at once (finalize changes an
  * operation and a watch): one publish, so one `pg_notify` statement on Postgres.
  */

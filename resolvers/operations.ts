@@ -14,7 +14,7 @@ import { ConnectionCursors, forwardPageRequest, pageRequest, toConnection, type 
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import type { GraphQLResolveInfo } from 'graphql';
-import { announce, announceAll } from './changes.js';
+import { announce, announceAll, statementAnnounced } from './changes.js';
 import { selectedFieldNames } from './selection.js';
 import { actingOwner, canSeeOperation, canSeeOwned, viewerDID, visibilityScope } from './viewer.js';
 
@@ -240,7 +240,7 @@ export async function claimOperation(input: ClaimOperationArgs & { requestKey?: 
     requestKey == null ? undefined : { requestKey, input: requestFields(fields) },
   );
   // Only a claim that took a lease wrote anything; a new one on Postgres announced itself.
-  if (answer.outcome === 'CLAIMED' && !replayed && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [answer.operation.nodeKey]);
+  if (answer.outcome === 'CLAIMED' && !replayed && !statementAnnounced(ctx, announced)) await announce(ctx, 'operation', [answer.operation.nodeKey]);
   return { ...answer, replayed };
 }
 
@@ -286,7 +286,7 @@ function enqueueWrite(input: EnqueueOperationArgs, ctx: GraphQLContext): operati
 export async function enqueueOperation(input: EnqueueOperationArgs, ctx: GraphQLContext): Promise<operations.EnqueueOperationResult> {
   const { result, announced } = await operations.enqueueOperationStep(ctx.store, enqueueWrite(input, ctx));
   // On Postgres a new key's INSERT announced it inside its transaction.
-  if (result.outcome === 'created' && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [result.operation.nodeKey]);
+  if (result.outcome === 'created' && !statementAnnounced(ctx, announced)) await announce(ctx, 'operation', [result.operation.nodeKey]);
   return result;
 }
 
@@ -308,8 +308,7 @@ export async function enqueueOperations(input: { operations: readonly EnqueueOpe
   const { results, announced } = await operations.enqueueOperationsStep(ctx.store, writes);
   const created = results.flatMap((r) => (r.outcome === 'created' ? [r.operation.nodeKey] : []));
   // On Postgres the batch's INSERT announced what it inserted, inside its transaction: the rest, if any, is announced here.
-  const unannounced = ctx.changes.channel === undefined ? created : created.filter((nodeKey) => !announced.has(nodeKey));
-  if (unannounced.length > 0) await announce(ctx, 'operation', unannounced);
+  await announce(ctx, 'operation', created.filter((nodeKey) => !statementAnnounced(ctx, announced.has(nodeKey))));
   return {
     results: results.map((r) => (r.outcome === 'conflict' ? r.error : r)),
     created: created.length,
@@ -412,7 +411,7 @@ async function fencedStep<A>(
   };
   const { answer, replayed, announced } = await run(ctx.store, call);
   const result = payload(answer);
-  if (!replayed && !(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', [result.operation.nodeKey]);
+  if (!replayed && !statementAnnounced(ctx, announced)) await announce(ctx, 'operation', [result.operation.nodeKey]);
   return { ...result, replayed };
 }
 
@@ -439,7 +438,7 @@ export async function leaseDueOperations(
     ...(input.ownerDID != null && { ownerDID: input.ownerDID }),
   });
   // On Postgres the lease's own statement announced each leased operation.
-  if (!(announced && ctx.changes.channel !== undefined)) await announce(ctx, 'operation', leased.map((item) => item.operation.nodeKey));
+  if (!statementAnnounced(ctx, announced)) await announce(ctx, 'operation', leased.map((item) => item.operation.nodeKey));
   return { operations: leased };
 }
 
@@ -591,7 +590,7 @@ export async function finalizeOperation(
     input.requestKey == null ? undefined : { requestKey: input.requestKey, input: requestFields(input) },
   );
   // A lost finalize, and a replay of one that already committed, wrote nothing and announce nothing; one statement on Postgres announced itself.
-  if (result.finalized && !result.replayed && !(announced && ctx.changes.channel !== undefined)) {
+  if (result.finalized && !result.replayed && !statementAnnounced(ctx, announced)) {
     await announceAll(ctx, { operation: [operation.nodeKey], watch: [result.watch?.nodeKey] });
   }
   const watch = result.watch != null && canSeeOwned(ctx.viewer, result.watch) ? result.watch : null;

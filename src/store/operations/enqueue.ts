@@ -62,14 +62,14 @@ const MAX_ENQUEUE_ROUNDS = 3;
  * differing field (`notBefore` among them after an enqueue).
  */
 export async function enqueueOperation(store: StoreContext, input: EnqueueOperationInput): Promise<EnqueueOperationResult> {
-  validateEnqueue(input);
-  return inTransaction(store, (tx) => enqueueOne(tx, input, tx.now()));
+  return (await enqueueOperationStep(store, input)).result;
 }
 
 /**
  * {@link enqueueOperation} as the API's step: a batch of one
- * ({@link enqueueOperationsStep}), so a new key on Postgres is announced
- * inside its transaction by its INSERT (`announced`), as a batch's are.
+ * ({@link enqueueOperationsStep}, one path for both), so a new key on
+ * Postgres is announced inside its transaction by its INSERT (`announced`),
+ * as a batch's are.
  */
 export async function enqueueOperationStep(store: StoreContext, input: EnqueueOperationInput): Promise<{ result: EnqueueOperationResult; announced: boolean }> {
   const { results, announced } = await enqueueOperationsStep(store, [input]);
